@@ -1,0 +1,65 @@
+"""Outputs appear whole or not at all: write to a temporary name beside the target, then rename.
+
+A job killed halfway leaves only a `.tmp-*` file that no reader trusts, never a truncated output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; on success fsync and rename it onto `path`.
+
+    On any exception the temporary file is removed and the target is left as it was.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{target.name}.", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp_path, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+        raise
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write UTF-8 `text` to `path` atomically."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and fixed separators: equal objects give equal bytes (and equal hashes)."""
+    return json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write `obj` as canonical JSON to `path` atomically."""
+    write_text(path, canonical_json(obj))
+
+
+def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Save `array` as .npy to `path` atomically (no pickled objects: `allow_pickle=False`)."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
