@@ -1,0 +1,189 @@
+"""The experiment as `config.yaml` describes it: checkpoints, data sets and their roles, as plain tables.
+
+Everything here is pure and importable, so `workflow/rules/common.smk` stays a thin layer and the rules of naming
+(names become paths) are unit-tested.
+
+- Names of checkpoints and data sets become folder names under `results/`; they must match `[A-Za-z0-9._-]+` and
+  may not be `.` or `..`.
+- A checkpoint is named explicitly (name -> path, run, epoch) or discovered by a glob pattern whose `{run}` and
+  `{epoch}` fields are read from each matching path (name: `{run}-ep{epoch:04d}`, or `{prefix}{run}-ep…` with a
+  prefix).
+- A data set has one or more roles: `select` (decoder settings are chosen on it), `eval` (reported scores),
+  `probe-train` (the probe learns on it).
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluate import EvaluationError
+
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+ROLES = ("select", "eval", "probe-train")
+
+
+class ConfigError(EvaluationError):
+    """config.yaml says something the workflow cannot do; the message names the key."""
+
+
+def check_name(name: str, where: str) -> str:
+    """`name` if it is safe as a single path component, else a ConfigError naming `where`."""
+    if not isinstance(name, str) or not NAME_RE.match(name) or name in (".", ".."):
+        raise ConfigError(
+            f"config.yaml: {where} name {name!r} is not allowed: names become folders under results/, "
+            "so use only letters, digits, '.', '_' and '-' (and not '.' or '..')"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    name: str
+    path: str
+    run: str
+    epoch: int
+    which: str = "teacher"
+    demo: dict | None = None
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    images: str
+    annotations: str
+    roles: tuple[str, ...]
+    sealed: bool = False
+    budget: int | None = None
+    demo: dict | None = None
+
+
+def _pattern_regex(pattern: str) -> tuple[str, re.Pattern]:
+    """A glob and a regex for a pattern with `{run}` and `{epoch}` fields."""
+    if "{run}" not in pattern or "{epoch}" not in pattern:
+        raise ConfigError(f"config.yaml: checkpoint_globs pattern {pattern!r} must contain both {{run}} and {{epoch}}")
+    glob_form = pattern.replace("{run}", "*").replace("{epoch}", "*")
+    parts = re.split(r"(\{run\}|\{epoch\})", pattern)
+    regex = ""
+    for part in parts:
+        if part == "{run}":
+            regex += r"(?P<run>[A-Za-z0-9._-]+?)"
+        elif part == "{epoch}":
+            regex += r"(?P<epoch>\d+)"
+        else:
+            regex += re.escape(part)
+    return glob_form, re.compile("^" + regex + "$")
+
+
+def discover_checkpoints(pattern: str, prefix: str = "", which: str = "teacher") -> list[Checkpoint]:
+    """Checkpoints whose paths match `pattern` (with `{run}` and `{epoch}` fields), sorted by run then epoch."""
+    glob_form, regex = _pattern_regex(pattern)
+    found = []
+    for path in sorted(glob.glob(glob_form)):
+        m = regex.match(path)
+        if not m:
+            continue
+        run, epoch = m.group("run"), int(m.group("epoch"))
+        name = check_name(f"{prefix}{run}-ep{epoch:04d}", f"checkpoint discovered from {path}:")
+        found.append(Checkpoint(name=name, path=path, run=run, epoch=epoch, which=which))
+    return sorted(found, key=lambda c: (c.run, c.epoch))
+
+
+def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
+    """All checkpoints of the experiment, explicit ones first, by name; duplicate names are an error."""
+    table: dict[str, Checkpoint] = {}
+    for name, entry in (config.get("checkpoints") or {}).items():
+        check_name(name, "checkpoints:")
+        table[name] = Checkpoint(
+            name=name,
+            path=str(entry["path"]),
+            run=str(entry.get("run", name)),
+            epoch=int(entry.get("epoch", 0)),
+            which=entry.get("which", "teacher"),
+            demo=entry.get("demo"),
+        )
+    for spec in config.get("checkpoint_globs") or []:
+        for ckpt in discover_checkpoints(spec["pattern"], spec.get("prefix", ""), spec.get("which", "teacher")):
+            if ckpt.name in table:
+                raise ConfigError(
+                    f"config.yaml: checkpoint name {ckpt.name!r} from pattern {spec['pattern']!r} "
+                    f"({ckpt.path}) clashes with another checkpoint of that name; give the pattern a 'prefix'"
+                )
+            table[ckpt.name] = ckpt
+    return table
+
+
+def dataset_table(config: dict[str, Any]) -> dict[str, Dataset]:
+    """All data sets of the experiment, by name."""
+    table = {}
+    for name, entry in (config.get("datasets") or {}).items():
+        check_name(name, "datasets:")
+        roles = tuple(entry.get("roles") or ())
+        for role in roles:
+            if role not in ROLES:
+                raise ConfigError(f"config.yaml: datasets.{name}.roles: unknown role {role!r} (known: {', '.join(ROLES)})")
+        sealed = bool(entry.get("sealed", False))
+        budget = entry.get("budget")
+        if sealed and budget is None:
+            raise ConfigError(f"config.yaml: datasets.{name} is sealed but has no 'budget' (how often its labels may be opened)")
+        table[name] = Dataset(
+            name=name,
+            images=str(entry["images"]),
+            annotations=str(entry["annotations"]),
+            roles=roles,
+            sealed=sealed,
+            budget=None if budget is None else int(budget),
+            demo=entry.get("demo"),
+        )
+    return table
+
+
+@dataclass
+class Experiment:
+    """The config read once: checkpoints, data sets by role, the reference checkpoint and the baseline."""
+
+    config: dict[str, Any]
+    checkpoints: dict[str, Checkpoint] = field(init=False)
+    datasets: dict[str, Dataset] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.checkpoints = checkpoint_table(self.config)
+        self.datasets = dataset_table(self.config)
+        if not self.checkpoints:
+            raise ConfigError("config.yaml: no checkpoints: name some under 'checkpoints:' or 'checkpoint_globs:'")
+        for key in ("reference_checkpoint", "compare_to"):
+            value = self.config.get(key)
+            if value is not None and value not in self.checkpoints:
+                raise ConfigError(
+                    f"config.yaml: {key}: {value!r} is not one of the checkpoints ({', '.join(sorted(self.checkpoints))})"
+                )
+        if self.by_role("select") and len(self.by_role("select")) > 1:
+            raise ConfigError("config.yaml: more than one data set has the role 'select'; the decoder is tuned on one")
+        if self.by_role("probe-train") and len(self.by_role("probe-train")) > 1:
+            raise ConfigError("config.yaml: more than one data set has the role 'probe-train'")
+        overlap = set(self.by_role("select")) & set(self.by_role("eval"))
+        if overlap:
+            raise ConfigError(
+                f"config.yaml: data set(s) {sorted(overlap)} have both roles 'select' and 'eval': settings chosen on "
+                "the images they are reported on would flatter the decoder"
+            )
+
+    def by_role(self, role: str) -> list[str]:
+        return [name for name, d in self.datasets.items() if role in d.roles]
+
+    @property
+    def reference_checkpoint(self) -> str:
+        return self.config.get("reference_checkpoint") or next(iter(self.checkpoints))
+
+    @property
+    def select_dataset(self) -> str | None:
+        names = self.by_role("select")
+        return names[0] if names else None
+
+    @property
+    def probe_train_dataset(self) -> str | None:
+        names = self.by_role("probe-train")
+        return names[0] if names else None

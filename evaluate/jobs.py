@@ -1,0 +1,73 @@
+"""The bridge between a Snakemake `script:` and the package: logging, threads, and errors a user can act on.
+
+Every file in `workflow/scripts/` is three lines: import a job function from `evaluate.pipeline` and hand it to
+`run_job`. The job's progress goes to its log file; an `EvaluationError` (bad checkpoint, corrupt image, broken
+annotation, exhausted budget...) ends the job with its one-line message on the console and in the log, with no
+traceback to dig through; any other exception is a bug and keeps its full traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any, Callable
+
+from evaluate import EvaluationError
+
+
+class _Tee:
+    """A text stream that writes to several streams (the job's log and the console)."""
+
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for s in self.streams:
+            s.write(text)
+            s.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        for s in self.streams:
+            s.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def run_job(smk: Any, job: Callable[[Any], None]) -> None:
+    """Run `job(smk)` with its log file as stderr and `smk.threads` torch/BLAS threads."""
+    log_path = smk.log[0] if len(smk.log) else None
+    console = sys.__stderr__
+    log_file = open(log_path, "w", buffering=1) if log_path else None
+    stream = log_file or console
+    sys.stderr = stream
+    logging.basicConfig(
+        level=logging.INFO, stream=stream, force=True, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    log = logging.getLogger(f"rule.{smk.rule}")
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, int(smk.threads)))
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    started = time.time()
+    try:
+        job(smk)
+    except EvaluationError as err:
+        message = f"ERROR in rule {smk.rule} ({dict(smk.wildcards.items())}): {err}"
+        log.error("%s", err)
+        if log_file is not None:
+            print(message, file=console, flush=True)
+        sys.exit(1)
+    except BaseException:
+        log.exception("job failed (this is a bug, please report it with this log)")
+        raise
+    else:
+        log.info("done in %.1f s", time.time() - started)
+    finally:
+        sys.stderr = console
+        if log_file is not None:
+            log_file.close()

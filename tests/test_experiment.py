@@ -1,0 +1,117 @@
+"""config.yaml -> checkpoint and data-set tables: names that become paths, glob discovery, schema errors."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evaluate.experiment import ConfigError, Experiment, check_name, discover_checkpoints
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+@pytest.fixture()
+def shipped_config() -> dict:
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def validate(config: dict) -> None:
+    from snakemake.utils import validate as snakemake_validate
+
+    snakemake_validate(copy.deepcopy(config), str(SCHEMA))
+
+
+def test_shipped_config_is_valid_and_has_every_role(shipped_config):
+    validate(shipped_config)
+    exp = Experiment(shipped_config)
+    assert exp.select_dataset == "demo-select"
+    assert exp.probe_train_dataset == "demo-train"
+    assert exp.by_role("eval") == ["demo-val"]
+    assert exp.reference_checkpoint == "dino-demo"
+    assert {c.run for c in exp.checkpoints.values()} == {"dino-demo", "selfpatch-demo"}
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", "..", ".", "with space", "", "é"])
+def test_names_that_are_not_one_safe_path_component_are_refused(name):
+    with pytest.raises(ConfigError, match="not allowed"):
+        check_name(name, "checkpoints:")
+
+
+@pytest.mark.parametrize("name", ["dino_vits16", "run-1.ep0100", "A.b_c-9"])
+def test_safe_names_pass(name):
+    assert check_name(name, "checkpoints:") == name
+
+
+def test_schema_names_a_typo_d_key(shipped_config):
+    shipped_config["features"]["shard_sise"] = 3
+    with pytest.raises(Exception, match="shard_sise"):
+        validate(shipped_config)
+
+
+def test_schema_names_a_wrong_type(shipped_config):
+    shipped_config["features"]["shard_size"] = "eight"
+    with pytest.raises(Exception, match="eight"):
+        validate(shipped_config)
+
+
+def test_schema_refuses_a_checkpoint_name_with_a_slash(shipped_config):
+    shipped_config["checkpoints"]["../../etc"] = {"path": "x.pth"}
+    with pytest.raises(Exception, match=r"\.\./\.\./etc"):
+        validate(shipped_config)
+
+
+def test_experiment_refuses_a_dataset_name_with_dotdot(shipped_config):
+    shipped_config["datasets"][".."] = dict(shipped_config["datasets"]["demo-val"])
+    with pytest.raises(ConfigError, match=r"'\.\.'"):
+        Experiment(shipped_config)
+
+
+def test_select_and_eval_on_the_same_data_set_is_refused(shipped_config):
+    shipped_config["datasets"]["demo-val"]["roles"] = ["eval", "select"]
+    del shipped_config["datasets"]["demo-select"]
+    with pytest.raises(ConfigError, match="both roles 'select' and 'eval'"):
+        Experiment(shipped_config)
+
+
+def test_unknown_reference_checkpoint_is_named(shipped_config):
+    shipped_config["reference_checkpoint"] = "dino-dmeo"
+    with pytest.raises(ConfigError, match="reference_checkpoint: 'dino-dmeo'"):
+        Experiment(shipped_config)
+
+
+def test_sealed_without_budget_is_refused(shipped_config):
+    del shipped_config["datasets"]["demo-val"]["budget"]
+    with pytest.raises(ConfigError, match="sealed but has no 'budget'"):
+        Experiment(shipped_config)
+
+
+def test_glob_discovery_reads_run_and_epoch_from_paths(tmp_path):
+    for run, epoch in [("selfpatch", 20), ("selfpatch", 100), ("dino", 5)]:
+        folder = tmp_path / run
+        folder.mkdir(exist_ok=True)
+        (folder / f"checkpoint{epoch:04d}.pth").write_bytes(b"x")
+    (tmp_path / "dino" / "checkpoint.pth").write_bytes(b"x")  # no epoch: not matched
+    found = discover_checkpoints(str(tmp_path / "{run}" / "checkpoint{epoch}.pth"))
+    assert [(c.name, c.run, c.epoch) for c in found] == [
+        ("dino-ep0005", "dino", 5),
+        ("selfpatch-ep0020", "selfpatch", 20),
+        ("selfpatch-ep0100", "selfpatch", 100),
+    ]
+
+
+def test_glob_pattern_without_fields_is_refused():
+    with pytest.raises(ConfigError, match=r"\{run\} and \{epoch\}"):
+        discover_checkpoints("/ckpts/*.pth")
+
+
+def test_discovered_name_clash_is_refused(tmp_path, shipped_config):
+    (tmp_path / "dino-demo").mkdir()
+    (tmp_path / "dino-demo" / "ep100.pth").write_bytes(b"x")
+    shipped_config["checkpoints"]["dino-demo-ep0100"] = {"path": "a.pth"}
+    shipped_config["checkpoint_globs"] = [{"pattern": str(tmp_path / "{run}" / "ep{epoch}.pth")}]
+    with pytest.raises(ConfigError, match="clashes"):
+        Experiment(shipped_config)
