@@ -14,6 +14,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
@@ -24,6 +27,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".tmp-{target.name}.", dir=target.parent)
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs follow the umask like any other file
     os.close(fd)
     tmp_path = Path(tmp)
     try:

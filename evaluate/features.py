@@ -1,0 +1,278 @@
+"""Feature shards (DESIGN §3): both readings of a data set's images, stored per shard, read back as one array.
+
+A shard folder holds
+
+    keys480.npy     (n, 900, 384)  block 12's keys on the 480 x 480 input (30 x 30 patches, row by row)
+    tokens224.npy   (n, 196, 384)  block 12's output on the 224 x 224 centre crop (14 x 14 patches)
+    image_ids.json  [n ids]        row order of both arrays
+    meta.json                      checkpoint sha256 and format, manifest sha256, transforms, code and library
+                                   versions, dtype; written LAST, so its presence marks a complete shard
+
+in `feature_dtype` (float16 by default, float32 for precision checks). Every file is written under a temporary
+name and renamed (`evaluate.atomic`); the arrays are filled batch by batch in a preallocated memory-mapped .npy,
+so memory does not grow with the shard.
+
+`FeatureReader` presents a data set's shards as one array, opening each shard's files memory-mapped on demand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from bisect import bisect_right
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+from numpy.lib.format import open_memmap, read_array_header_1_0, read_array_header_2_0, read_magic
+from tqdm import tqdm
+
+from evaluate import EvaluationError
+from evaluate.atomic import atomic_path, write_json
+from evaluate.images import TRANSFORMS, keys480_input, tokens224_input
+from evaluate.provenance import code_version, library_versions
+
+KINDS = {"keys480": (900, 384), "tokens224": (196, 384)}
+DTYPES = ("float16", "float32")
+META = "meta.json"
+IDS = "image_ids.json"
+# meta keys that must agree between the shards of one data set's features
+SHARED_META_KEYS = ("checkpoint_sha256", "checkpoint_format", "manifest_sha256", "dtype", "transforms")
+
+
+class FeatureError(EvaluationError):
+    """A feature shard that is incomplete, inconsistent or does not match what it claims."""
+
+
+def extract_shard(
+    model: torch.nn.Module,
+    dataset: Any,
+    image_ids: Sequence[int],
+    out_dir: str | os.PathLike,
+    *,
+    batch_size: int = 8,
+    dtype: str = "float16",
+    device: str = "cpu",
+    threads: int | None = None,
+    meta: dict | None = None,
+    autocast: bool = False,
+) -> Path:
+    """Run `model` on `image_ids` of `dataset` and write one complete shard to `out_dir`; returns `out_dir`.
+
+    model: a ViT with `last_keys(x)` and `tokens(x)` ((B, 3, H, W) float32 -> (B, N, 384) float32).
+    dataset: a `CocoDataset` (anything with `open_image(id) -> RGB PIL image` and `annotations_sha256`).
+    meta: what the caller knows (e.g. checkpoint_sha256, checkpoint_format, checkpoint path, manifest_sha256,
+      shard name); recorded in meta.json together with the transforms, code version, library versions and dtype.
+    autocast: on a CUDA device, run the network under `torch.autocast(float16)` (faster; about float16's own
+      resolution, so meant for float16 features); ignored on the CPU, where the network runs in float32.
+    Row i of both arrays is image_ids[i]. At most one batch of decoded images is held at a time.
+    """
+    if dtype not in DTYPES:
+        raise FeatureError(f"feature dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    ids = [int(i) for i in image_ids]
+    if not ids:
+        raise FeatureError(f"{out_dir}: a shard needs at least one image id")
+    if len(set(ids)) != len(ids):
+        raise FeatureError(f"{out_dir}: duplicate image ids in the shard")
+    if batch_size < 1:
+        raise FeatureError(f"batch_size must be at least 1, got {batch_size!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    # An old meta.json would vouch for the files about to be replaced: remove it before anything else.
+    with contextlib.suppress(FileNotFoundError):
+        (out / META).unlink()
+    if threads:
+        torch.set_num_threads(int(threads))
+    model = model.to(device).eval()
+    n = len(ids)
+    np_dtype = np.dtype(dtype)
+    with contextlib.ExitStack() as stack:
+        arrays: dict[str, np.memmap] = {}
+        for kind, shape in KINDS.items():
+            tmp = stack.enter_context(atomic_path(out / f"{kind}.npy"))
+            arrays[kind] = open_memmap(tmp, mode="w+", dtype=np_dtype, shape=(n, *shape))
+        progress = stack.enter_context(
+            tqdm(total=n, unit="img", file=sys.stderr, desc=f"features {out.name}", mininterval=2.0, leave=True)
+        )
+        use_autocast = bool(autocast) and str(device).startswith("cuda")
+        amp = torch.autocast("cuda", dtype=torch.float16) if use_autocast else contextlib.nullcontext()
+        with torch.inference_mode(), amp:
+            for start in range(0, n, batch_size):
+                batch_ids = ids[start : start + batch_size]
+                x480 = []
+                x224 = []
+                for image_id in batch_ids:
+                    img = dataset.open_image(image_id)
+                    x480.append(keys480_input(img))
+                    x224.append(tokens224_input(img))
+                    del img
+                keys = model.last_keys(torch.stack(x480).to(device))
+                tokens = model.tokens(torch.stack(x224).to(device))
+                del x480, x224
+                end = start + len(batch_ids)
+                for kind, values in (("keys480", keys), ("tokens224", tokens)):
+                    values = values.detach().to("cpu", torch.float32).numpy()
+                    if values.shape != (len(batch_ids), *KINDS[kind]):
+                        raise FeatureError(
+                            f"{out}: the model gave {kind} of shape {values.shape}, expected "
+                            f"{(len(batch_ids), *KINDS[kind])}"
+                        )
+                    with np.errstate(over="ignore"):  # an overflow to inf is caught just below, with advice
+                        cast = values.astype(np_dtype)
+                    if not np.isfinite(cast).all():
+                        bad = [batch_ids[r] for r in np.flatnonzero(~np.isfinite(cast).all(axis=(1, 2)))]
+                        raise FeatureError(
+                            f"{out}: {kind} of image id(s) {bad} are not finite in {dtype} "
+                            f"(largest magnitude {np.nanmax(np.abs(values)):.4g}); "
+                            "try feature_dtype float32 or check the checkpoint"
+                        )
+                    arrays[kind][start:end] = cast
+                progress.update(len(batch_ids))
+        for kind in KINDS:
+            arrays[kind].flush()
+        arrays.clear()  # unmap before the renames
+
+    write_json(out / IDS, ids)
+    record = dict(meta or {})
+    record.update(
+        {
+            "n_images": n,
+            "dtype": dtype,
+            "shapes": {kind: [n, *shape] for kind, shape in KINDS.items()},
+            "transforms": TRANSFORMS,
+            "annotations_sha256": getattr(dataset, "annotations_sha256", None),
+            "code_version": code_version(),
+            "library_versions": library_versions(),
+            "device": str(device),
+            "autocast": use_autocast,
+            "torch_threads": torch.get_num_threads(),
+            "batch_size": batch_size,
+        }
+    )
+    write_json(out / META, record)  # last: its presence marks a complete shard
+    return out
+
+
+def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) of an .npy file from its header alone."""
+    try:
+        with open(path, "rb") as handle:
+            version = read_magic(handle)
+            reader = read_array_header_1_0 if version == (1, 0) else read_array_header_2_0
+            shape, fortran, dtype = reader(handle)
+    except FileNotFoundError:
+        raise FeatureError(f"{path}: feature array missing") from None
+    except (ValueError, OSError) as exc:
+        raise FeatureError(f"{path}: not a readable .npy file: {exc}") from None
+    if fortran:
+        raise FeatureError(f"{path}: array is stored in Fortran order; expected C order")
+    return tuple(shape), np.dtype(dtype)
+
+
+class FeatureReader:
+    """A data set's feature shards as one lazy array, in the order the shard folders are given.
+
+    `.image_ids` list[int] (row order); `len()`; `.keys480(i)` -> (900, 384) float32; `.tokens224(i)` ->
+    (196, 384) float32; `.row(image_id)` -> i; `.iter_shards(kind)` yields (ids, memmap (n, N, 384)) per shard.
+    Construction reads only image_ids.json, meta.json and the .npy headers; arrays are memory-mapped on use.
+    """
+
+    def __init__(self, shard_dirs: Sequence[str | os.PathLike]):
+        self.shard_dirs = [Path(d) for d in shard_dirs]
+        if not self.shard_dirs:
+            raise FeatureError("no feature shards given")
+        self._ids: list[list[int]] = []
+        self.metas: list[dict] = []
+        self._mmaps: dict[tuple[int, str], np.ndarray] = {}
+        for shard in self.shard_dirs:
+            meta_path = shard / META
+            if not meta_path.is_file():
+                raise FeatureError(f"{meta_path}: missing; the shard {shard} is incomplete (extraction did not finish)")
+            meta = self._read_json(meta_path)
+            ids = self._read_json(shard / IDS)
+            if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                raise FeatureError(f"{shard / IDS}: must be a JSON list of integer image ids")
+            for kind, tail in KINDS.items():
+                path = shard / f"{kind}.npy"
+                shape, dtype = _npy_header(path)
+                if shape != (len(ids), *tail):
+                    raise FeatureError(
+                        f"{path}: shape {shape} does not match {(len(ids), *tail)} ({len(ids)} ids in {IDS})"
+                    )
+                if dtype.name not in DTYPES:
+                    raise FeatureError(f"{path}: dtype {dtype} is not one of {', '.join(DTYPES)}")
+                if meta.get("dtype") not in (None, dtype.name):
+                    raise FeatureError(f"{path}: dtype {dtype} but {meta_path} says {meta.get('dtype')}")
+            if self.metas:
+                first = self.metas[0]
+                for key in SHARED_META_KEYS:
+                    if key in first and key in meta and first[key] != meta[key]:
+                        raise FeatureError(
+                            f"{meta_path}: '{key}' differs from {self.shard_dirs[0] / META}: "
+                            f"{meta[key]!r} vs {first[key]!r} (shards of different runs mixed)"
+                        )
+            self._ids.append(ids)
+            self.metas.append(meta)
+        self.image_ids: list[int] = [i for ids in self._ids for i in ids]
+        self._starts = np.cumsum([0] + [len(ids) for ids in self._ids]).tolist()
+        self._row_of: dict[int, int] = {}
+        for row, image_id in enumerate(self.image_ids):
+            if image_id in self._row_of:
+                shard = self.shard_dirs[self._shard_of(row)[0]]
+                raise FeatureError(f"{shard / IDS}: image id {image_id} appears in more than one row or shard")
+            self._row_of[image_id] = row
+
+    @staticmethod
+    def _read_json(path: Path) -> Any:
+        try:
+            with open(path, "rb") as handle:
+                return json.load(handle)
+        except FileNotFoundError:
+            raise FeatureError(f"{path}: missing") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise FeatureError(f"{path}: not valid JSON: {exc}") from None
+
+    def __len__(self) -> int:
+        return len(self.image_ids)
+
+    def _shard_of(self, i: int) -> tuple[int, int]:
+        shard = bisect_right(self._starts, i) - 1
+        return shard, i - self._starts[shard]
+
+    def _array(self, shard: int, kind: str) -> np.ndarray:
+        if kind not in KINDS:
+            raise FeatureError(f"unknown feature kind {kind!r}; expected one of {', '.join(KINDS)}")
+        key = (shard, kind)
+        if key not in self._mmaps:
+            self._mmaps[key] = np.load(self.shard_dirs[shard] / f"{kind}.npy", mmap_mode="r", allow_pickle=False)
+        return self._mmaps[key]
+
+    def _get(self, kind: str, i: int) -> np.ndarray:
+        i = int(i)
+        if not 0 <= i < len(self):
+            raise IndexError(f"feature row {i} out of range for {len(self)} images")
+        shard, row = self._shard_of(i)
+        return np.asarray(self._array(shard, kind)[row], dtype=np.float32)
+
+    def row(self, image_id: int) -> int:
+        """The row of `image_id` across all shards."""
+        try:
+            return self._row_of[int(image_id)]
+        except KeyError:
+            raise FeatureError(f"image id {image_id} is not in the feature shards") from None
+
+    def keys480(self, i: int) -> np.ndarray:
+        """Row i's block-12 keys at 480 x 480: (900, 384) float32."""
+        return self._get("keys480", i)
+
+    def tokens224(self, i: int) -> np.ndarray:
+        """Row i's block-12 output at 224 x 224: (196, 384) float32."""
+        return self._get("tokens224", i)
+
+    def iter_shards(self, kind: str) -> Iterator[tuple[list[int], np.ndarray]]:
+        """Yield (image_ids, memmap (n, N, 384) in the stored dtype) per shard, in order."""
+        for shard, ids in enumerate(self._ids):
+            yield list(ids), self._array(shard, kind)

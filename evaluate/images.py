@@ -1,0 +1,143 @@
+"""Images and the two readings' input transforms (DESIGN §3).
+
+- `open_rgb(path)`: PIL image in RGB, EXIF orientation applied, every common mode converted (grayscale L/LA, 1-bit,
+  CMYK, palette with or without transparency, RGBA (alpha dropped), 16-bit grayscale scaled to 8 bits by `>> 8`,
+  since PIL's own conversion clips values above 255 to white). The whole file is decoded at once, so a truncated or
+  corrupt file fails here, with an `ImageError` naming the file, rather than later in a batch.
+- `keys480_input(img)`: the whole image resized to 480 x 480 (aspect not kept, as MaskCut does; PIL LANCZOS),
+  ImageNet-normalised: (3, 480, 480) float32 -> 30 x 30 = 900 patches.
+- `tokens224_input(img)`: short side resized to 224 (PIL BICUBIC, long side truncated to an integer), centre
+  224 x 224 crop at offset `round((long - 224) / 2)` (Python's `round`, as torchvision's `Resize(224)` +
+  `CenterCrop(224)`), ImageNet-normalised: (3, 224, 224) float32 -> 14 x 14 = 196 patches.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from evaluate import EvaluationError
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+KEYS480_SIZE = 480
+TOKENS224_SIZE = 224
+MIN_SIDE = 16  # one patch: a smaller image holds no information at the backbone's resolution
+
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
+TRANSFORMS = {
+    "keys480": "PIL open, EXIF orientation, RGB (16-bit >> 8); resize 480x480 LANCZOS (aspect not kept); "
+    "ImageNet mean/std; block-12 keys W_k LN1(z) + b_k: (900, 384)",
+    "tokens224": "PIL open, EXIF orientation, RGB (16-bit >> 8); resize short side 224 BICUBIC (long side "
+    "int(long*224/short)); centre crop 224 at round((long-224)/2); ImageNet mean/std; block-12 output: (196, 384)",
+    "mean": list(IMAGENET_MEAN),
+    "std": list(IMAGENET_STD),
+}
+
+
+class ImageError(EvaluationError):
+    """An image file that cannot be used: missing, not an image, corrupt or truncated, or too small."""
+
+
+def _sixteen_bit_to_rgb(img: Image.Image) -> Image.Image:
+    """16-bit (or 32-bit integer) grayscale -> 8-bit RGB by `>> 8` (values outside 0..65535 clipped first)."""
+    values = np.asarray(img).astype(np.int64)
+    values = np.clip(values, 0, 65535) >> 8
+    return Image.fromarray(values.astype(np.uint8)).convert("RGB")
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """Any PIL mode -> RGB. Alpha is dropped (the colour under it is kept); 16-bit is scaled by `>> 8`."""
+    if img.mode == "RGB":
+        return img
+    if img.mode in SIXTEEN_BIT_MODES:
+        return _sixteen_bit_to_rgb(img)
+    if img.mode in ("P", "PA"):
+        # Through RGBA so a palette transparency (bytes or index) is handled by PIL without a warning; then drop it.
+        return img.convert("RGBA").convert("RGB")
+    return img.convert("RGB")
+
+
+def open_rgb(path: str | os.PathLike) -> Image.Image:
+    """Open an image file as an RGB PIL image, EXIF orientation applied, fully decoded.
+
+    Raises ImageError naming the file for: a missing file, a file that is not an image, a corrupt or truncated
+    image, an image smaller than 16 px on a side.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ImageError(f"{path}: image file not found")
+    try:
+        img = Image.open(path)
+    except UnidentifiedImageError:
+        raise ImageError(f"{path}: not an image (PIL cannot identify its format)") from None
+    except Image.DecompressionBombError as exc:
+        raise ImageError(f"{path}: refused as a possible decompression bomb: {exc}") from None
+    except OSError as exc:
+        raise ImageError(f"{path}: corrupt or truncated image, cannot be read: {exc}") from None
+    try:
+        with img:
+            img.load()  # a full decode: a truncated or corrupt file fails here
+            oriented = ImageOps.exif_transpose(img)
+            rgb = to_rgb(oriented)
+            rgb.load()
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError, struct.error) as exc:
+        # a broken stream, or broken EXIF metadata met by exif_transpose
+        raise ImageError(f"{path}: corrupt or truncated image ({img.format or 'unknown format'}): {exc}") from None
+    width, height = rgb.size
+    if width < MIN_SIDE or height < MIN_SIDE:
+        raise ImageError(
+            f"{path}: image is {width} x {height} px; at least {MIN_SIDE} px on each side is needed (one patch)"
+        )
+    return rgb
+
+
+def normalise(img: Image.Image) -> torch.Tensor:
+    """RGB PIL image (W x H) -> (3, H, W) float32, (pixel / 255 - mean) / std per channel (ImageNet)."""
+    if img.mode != "RGB":
+        img = to_rgb(img)
+    pixels = np.asarray(img, dtype=np.float32) / np.float32(255.0)
+    mean = np.asarray(IMAGENET_MEAN, dtype=np.float32)
+    std = np.asarray(IMAGENET_STD, dtype=np.float32)
+    pixels = (pixels - mean) / std
+    return torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))
+
+
+def keys480_input(img: Image.Image) -> torch.Tensor:
+    """The keys480 reading's input: whole image resized to 480 x 480 (PIL LANCZOS), normalised: (3, 480, 480)."""
+    resized = img.resize((KEYS480_SIZE, KEYS480_SIZE), Image.Resampling.LANCZOS)
+    return normalise(resized)
+
+
+def tokens224_geometry(width: int, height: int) -> tuple[int, int, int, int]:
+    """Resize-then-crop geometry of the tokens224 reading: (new_w, new_h, left, top).
+
+    The short side becomes 224, the long side `int(long * 224 / short)` (truncated, as torchvision's Resize);
+    the centre 224 x 224 crop starts `round((long - 224) / 2)` px in along the long side (Python's round, as
+    torchvision's CenterCrop), 0 along the short side. 640 x 480 -> (298, 224, 37, 0).
+    """
+    width, height = int(width), int(height)
+    if width < 1 or height < 1:
+        raise ValueError(f"image size must be positive, got {width} x {height}")
+    size = TOKENS224_SIZE
+    if width <= height:
+        new_w, new_h = size, int(height * size / width)
+    else:
+        new_w, new_h = int(width * size / height), size
+    left = int(round((new_w - size) / 2))
+    top = int(round((new_h - size) / 2))
+    return new_w, new_h, left, top
+
+
+def tokens224_input(img: Image.Image) -> torch.Tensor:
+    """The tokens224 reading's input: short side 224 (BICUBIC), centre crop 224, normalised: (3, 224, 224)."""
+    new_w, new_h, left, top = tokens224_geometry(*img.size)
+    resized = img.resize((new_w, new_h), Image.Resampling.BICUBIC)
+    cropped = resized.crop((left, top, left + TOKENS224_SIZE, top + TOKENS224_SIZE))
+    return normalise(cropped)

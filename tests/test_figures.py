@@ -1,0 +1,119 @@
+"""Figures: PNGs of the documented pixel size, byte-identical on a re-run, with hand-checked overlay pixels."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from pycocotools import mask as mask_utils
+
+from evaluate.figures import FigureError, eigenvector_figure, mask_overlays, measure_figures, overlay_masks
+from evaluate.ledger import record_path, write_record
+
+
+def png_size_and_text(path: Path) -> tuple[tuple[int, int], dict]:
+    with Image.open(path) as im:
+        assert im.format == "PNG"
+        return im.size, dict(im.text)
+
+
+def rle(mask: np.ndarray) -> dict:
+    enc = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
+    return {"size": enc["size"], "counts": enc["counts"].decode("ascii")}
+
+
+def write_records(ledger: Path) -> None:
+    for run, offset in (("dino", 0.0), ("selfpatch", 5.0)):
+        for epoch in (10, 20, 30):
+            value = 30.0 + offset + epoch / 10
+            rec = {
+                "kind": "decoder", "checkpoint": f"{run}-ep{epoch:04d}", "run": run, "epoch": epoch,
+                "checkpoint_sha256": "c" * 64, "dataset": "val", "role": "eval", "setting": "s",
+                "code_version": "x", "config_hash": "f" * 16, "torch_version": "2.13.0",
+                "started": "2026-01-01T00:00:00.000000Z", "finished": "2026-01-01T00:00:01.000000Z",
+                "wall_s": 1.0, "max_rss_mb": 1.0, "opening_row_sha256": "0" * 64,
+                "measures": [
+                    {"measure": "jaccard", "value": value, "ci_low": value - 1, "ci_high": value + 1,
+                     "n_images": 1, "n_left_out": 0, "reducer": "mean", "image_ids": [1], "per_image": [value]},
+                    {"measure": "ap", "value": value / 3, "ci_low": None, "ci_high": None, "n_images": 1,
+                     "n_left_out": 0, "reducer": None, "image_ids": [1], "per_image": []},
+                ],
+            }
+            write_record(record_path(ledger, "decoder", rec["checkpoint"], "val"), rec)
+
+
+def test_measure_figures_have_fixed_size_and_identical_bytes(tmp_path):
+    write_records(tmp_path / "ledger")
+    first = measure_figures(tmp_path / "ledger", tmp_path / "a")
+    second = measure_figures(tmp_path / "ledger", tmp_path / "b")
+    assert [p.name for p in first] == ["val_ap.png", "val_jaccard.png"]
+    for p, q in zip(first, second):
+        size, text = png_size_and_text(p)
+        assert size == (640, 400)
+        assert "Software" not in text
+        assert p.read_bytes() == q.read_bytes()
+
+
+def make_coco(root: Path, sizes: list[tuple[int, int]]) -> Path:
+    """Images of the given (h, w) with ids 10, 20, ...; a flat colour each; annotations JSON with no instances."""
+    (root / "images").mkdir(parents=True)
+    images = []
+    for k, (h, w) in enumerate(sizes):
+        image_id = 10 * (len(sizes) - k)  # written in descending id order: the figure must sort them
+        Image.fromarray(np.full((h, w, 3), 100, np.uint8)).save(root / "images" / f"{image_id}.png")
+        images.append({"id": image_id, "file_name": f"{image_id}.png", "height": h, "width": w})
+    ann = root / "annotations.json"
+    ann.write_text(json.dumps({"images": images, "annotations": [], "categories": [{"id": 1, "name": "x"}]}))
+    return ann
+
+
+def test_mask_overlays_grid_size_and_determinism(tmp_path):
+    sizes = [(48, 64), (64, 48), (40, 40), (30, 50), (50, 30)]
+    ann = make_coco(tmp_path, sizes)
+    results = {}
+    for name, fill in (("ck-a", 0.25), ("ck-b", 0.5)):
+        entries = []
+        for im in json.loads(ann.read_text())["images"]:
+            m = np.zeros((im["height"], im["width"]), bool)
+            m[: int(im["height"] * fill), :] = True
+            entries.append({"image_id": im["id"], "category_id": 1, "segmentation": rle(m), "score": 0.9})
+        results[name] = tmp_path / f"{name}.json"
+        results[name].write_text(json.dumps(entries))
+    out1 = mask_overlays(tmp_path / "images", ann, results, tmp_path / "o1.png", k=3)
+    out2 = mask_overlays(tmp_path / "images", ann, results, tmp_path / "o2.png", k=3)
+    size, text = png_size_and_text(out1)
+    assert size == (600, 400)  # 3 columns x 2 rows of 2-inch tiles at 100 dpi
+    assert "Software" not in text
+    assert out1.read_bytes() == out2.read_bytes()
+    (tmp_path / "bad.json").write_text(json.dumps([{"image_id": 10, "segmentation": {"size": [1]}}]))
+    with pytest.raises(FigureError, match="bad.json: image 10"):
+        mask_overlays(tmp_path / "images", ann, {"bad": tmp_path / "bad.json"}, tmp_path / "o3.png", k=3)
+
+
+def test_overlay_blends_half_way_to_the_palette_colour():
+    image = np.full((2, 2, 3), 100, np.uint8)
+    first = np.array([[True, False], [False, False]])
+    second = np.array([[False, True], [False, False]])
+    out = overlay_masks(image, [first, second])
+    # 0.5 * 100 + 0.5 * (230, 25, 75) = (165, 62.5, 87.5), rounded half to even: (165, 62, 88)
+    assert out[0, 0].tolist() == [165, 62, 88]
+    # second colour (60, 180, 75): (80, 140, 87.5) -> (80, 140, 88)
+    assert out[0, 1].tolist() == [80, 140, 88]
+    assert out[1].tolist() == [[100, 100, 100], [100, 100, 100]]
+
+
+def test_eigenvector_figure_size_and_determinism(tmp_path):
+    Image.fromarray(np.arange(60 * 80 * 3, dtype=np.uint32).reshape(60, 80, 3).astype(np.uint8)).save(
+        tmp_path / "img.png")
+    yy, xx = np.mgrid[0:30, 0:30]
+    vec = np.cos(xx / 5.0) * np.sin(yy / 7.0)
+    a = eigenvector_figure(tmp_path / "img.png", vec, tmp_path / "a.png", title="image 1")
+    b = eigenvector_figure(tmp_path / "img.png", vec, tmp_path / "b.png", title="image 1")
+    size, text = png_size_and_text(a)
+    assert size == (800, 400) and "Software" not in text
+    assert a.read_bytes() == b.read_bytes()
+    with pytest.raises(FigureError, match="must be 2-D"):
+        eigenvector_figure(tmp_path / "img.png", vec.ravel(), tmp_path / "c.png")
