@@ -1,0 +1,531 @@
+"""Linear probe on tokens224: label maps, patch labels, a deterministic multinomial logistic regression, scores.
+
+Labels (DESIGN §6)
+- `class_index(category_ids)`: categories become classes 1..K in category-id order; 0 is background. The caller
+  passes the same category list (the probe-train data set's) for every data set of a run.
+- `label_map`: each pixel gets the class of the non-crowd instance covering it. Overlaps: the instance with fewer
+  decoded pixels wins; on equal areas the higher annotation id. An instance wins over a crowd region; crowd pixels
+  that no instance covers are 255 (ignore); everything else is 0.
+- `label_map224`: the tokens224 geometry (`evaluate.images.tokens224_geometry`): PIL NEAREST resize of the uint8
+  map to (new_w, new_h), then the 224 x 224 crop at (left, top).
+- `patch_labels`: per 16 x 16 patch (row-major over the 14 x 14 grid, as the tokens), the majority label of its
+  256 pixels not 255; more than 128 ignore pixels -> 255; a tied majority goes to the lowest label.
+
+Probe
+- One linear layer 384 -> K + 1. Training objective, on standardised features x~ = (x - mean) / std (mean, std
+  of the training tokens, float64; a constant feature gets std 1):
+  `L(W, b) = (1 / N) sum_i -log softmax(W x~_i + b)[y_i] + (weight_decay / 2) ||W||_F^2` (bias not penalised).
+  Tokens labelled 255 are not used. The standardisation is folded into the stored layer
+  (W' = W / std, b' = b - W' mean), so the saved probe is a plain linear layer on raw tokens.
+- Minimiser: scipy's L-BFGS-B from W = 0, b = 0, with `gtol = tol`, `ftol = 64 eps`, `maxls = 50`, `maxiter =
+  max_iter` (scikit-learn's lbfgs settings); loss and gradient from one float32 pass in torch (logits, softmax,
+  one transposed product) summed in float64. Deterministic: no randomness; the same inputs, library versions and
+  torch thread count give bit-identical weights (the thread count is recorded in the probe's metadata).
+- scikit-learn equivalence: `LogisticRegression(C = 1 / (weight_decay * N), solver="lbfgs")` on the same
+  standardised features minimises the same objective (its loss is `C * sum CE + ||W||^2 / 2`, i.e. ours times
+  1 / weight_decay); it has no outputs for classes absent from training, whose logits ours pushes down.
+- Defaults and why: `weight_decay = 1e-4` on standardised features is a mild ridge: with ~10^5 training tokens
+  the penalty weighs like a handful of tokens per unit of ||W||^2 so the fit stays data-driven, yet it keeps the
+  problem strictly convex (unique, reproducible optimum; finite weights when classes separate). `max_iter = 200`
+  with `tol = 1e-4`: L-BFGS on standardised tokens reaches the tolerance in ~80 iterations at 10^5 tokens and 81
+  classes; 200 leaves headroom without letting a pathological case run for long. `max_tokens = 300_000`: at
+  10,000 images (1.96 M tokens) a full-batch pass costs ~5 s on 2 cores, so the training set is a uniform,
+  seeded subsample of the non-ignored tokens across all images (each image keeps ~15%); 300k tokens is ~10x the
+  31k parameters of an 81-class probe, and a fit then takes ~2-3 minutes on 2 cores.
+
+Scores on eval (per image): logits (196, K+1) -> (14, 14) -> bilinear upsample to 224 x 224
+(`torch.nn.functional.interpolate`, align_corners=False) -> argmax (first maximum) -> confusion against the
+label map224, 255 pixels left out. mIoU (%) from the pooled confusion over classes with nonzero union
+(background included). Patch accuracy (%) = correct / valid patches, from per-image [correct, valid] ("ratio").
+95% percentile bootstrap intervals over images as for Jaccard (`evaluate.scores.bootstrap_ci`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+import torch
+from PIL import Image
+
+from evaluate import EvaluationError
+from evaluate.atomic import atomic_path
+from evaluate.scores import bootstrap_ci
+
+IGNORE = 255
+PATCH = 16
+GRID = 14
+SIZE = GRID * PATCH  # 224
+N_PATCHES = GRID * GRID  # 196
+FEATURE_DIM = 384
+
+DEFAULT_WEIGHT_DECAY = 1e-4
+DEFAULT_MAX_ITER = 200
+DEFAULT_TOL = 1e-4
+DEFAULT_MAX_TOKENS = 300_000
+
+
+class ProbeError(EvaluationError):
+    """Labels, features or a probe file the probe cannot use; the message names the image, array or file."""
+
+
+# ----------------------------------------------------------------------------------------------------------- labels
+
+
+def class_index(category_ids: Iterable[int]) -> dict[int, int]:
+    """COCO category id -> class 1..K in increasing category-id order (0 is background, 255 ignore)."""
+    ids = sorted({int(c) for c in category_ids})
+    if not ids:
+        raise ProbeError("class_index: the category list is empty; the probe needs at least one category")
+    if len(ids) > 254:
+        raise ProbeError(f"class_index: {len(ids)} categories do not fit uint8 labels (at most 254; 255 is ignore)")
+    return {cat: k + 1 for k, cat in enumerate(ids)}
+
+
+def _coco_of(source: Any) -> Any:
+    """A pycocotools COCO from a COCO object or anything holding one as `.coco` (evaluate.datasets.CocoDataset)."""
+    return getattr(source, "coco", source)
+
+
+def label_map(source: Any, image_id: int, class_of_category: dict[int, int]) -> np.ndarray:
+    """Class of every pixel of an image: uint8 (H, W); 0 background, 1..K classes, 255 ignore (crowd only).
+
+    source: pycocotools COCO or an object with `.coco`. Rules: see the module docstring.
+    """
+    coco = _coco_of(source)
+    image_id = int(image_id)
+    if image_id not in coco.imgs:
+        raise ProbeError(f"label_map: image {image_id} is not in the annotations")
+    info = coco.imgs[image_id]
+    height, width = int(info["height"]), int(info["width"])
+    out = np.zeros((height, width), dtype=np.uint8)
+    instances = []
+    for ann in coco.imgToAnns.get(image_id, []):
+        mask = coco.annToMask(ann).astype(bool)
+        if mask.shape != (height, width):
+            raise ProbeError(
+                f"label_map: image {image_id} annotation {ann.get('id')} decodes to {mask.shape}, "
+                f"the image is {(height, width)}"
+            )
+        if ann.get("iscrowd", 0):
+            out[mask] = IGNORE
+            continue
+        cat = int(ann["category_id"])
+        if cat not in class_of_category:
+            raise ProbeError(
+                f"label_map: image {image_id} annotation {ann.get('id')} has category {cat}, which is not among "
+                "the probe's categories (taken from the probe-train data set)"
+            )
+        instances.append((int(np.count_nonzero(mask)), int(ann["id"]), class_of_category[cat], mask))
+    # paint larger first, so smaller instances (and, on equal area, higher ids) are painted last and win
+    for _, _, cls, mask in sorted(instances, key=lambda t: (-t[0], t[1])):
+        out[mask] = cls
+    return out
+
+
+def label_map224(label_map: np.ndarray) -> np.ndarray:
+    """The label map in the tokens224 geometry: uint8 (224, 224) (nearest resize, then the centre crop)."""
+    from evaluate.images import tokens224_geometry
+
+    arr = np.asarray(label_map)
+    if arr.ndim != 2 or arr.dtype != np.uint8:
+        raise ProbeError(f"label_map224: expected a uint8 (H, W) label map, got {arr.dtype} {arr.shape}")
+    height, width = arr.shape
+    new_w, new_h, left, top = tokens224_geometry(width, height)
+    img = Image.fromarray(arr).resize((new_w, new_h), Image.Resampling.NEAREST)
+    return np.array(img.crop((left, top, left + SIZE, top + SIZE)), dtype=np.uint8)
+
+
+def patch_labels(map224: np.ndarray) -> np.ndarray:
+    """Label of each 16 x 16 patch, row-major over the 14 x 14 grid: uint8 (196,), 255 = ignored patch."""
+    arr = np.asarray(map224)
+    if arr.shape != (SIZE, SIZE):
+        raise ProbeError(f"patch_labels: expected a (224, 224) label map, got {arr.shape}")
+    patches = arr.astype(np.int64).reshape(GRID, PATCH, GRID, PATCH).transpose(0, 2, 1, 3).reshape(N_PATCHES, -1)
+    counts = np.bincount((patches + 256 * np.arange(N_PATCHES)[:, None]).ravel(), minlength=256 * N_PATCHES)
+    counts = counts.reshape(N_PATCHES, 256)
+    ignored = counts[:, IGNORE].copy()
+    counts[:, IGNORE] = 0
+    labels = counts.argmax(axis=1)  # first maximum: the lowest label on a tie
+    labels[ignored > PATCH * PATCH // 2] = IGNORE
+    return labels.astype(np.uint8)
+
+
+def image_patch_labels(source: Any, image_id: int, class_of_category: dict[int, int]) -> np.ndarray:
+    """`patch_labels(label_map224(label_map(...)))` of one image: uint8 (196,)."""
+    return patch_labels(label_map224(label_map(source, image_id, class_of_category)))
+
+
+# ------------------------------------------------------------------------------------------------------------ probe
+
+
+@dataclass
+class LinearProbe:
+    """One linear layer on raw tokens224: logits = tokens @ weight.T + bias.
+
+    weight: float32 (C, 384), bias: float32 (C,), C = K + 1 (class 0 background); meta: how it was trained.
+    """
+
+    weight: np.ndarray
+    bias: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.weight.shape[0])
+
+    def logits(self, tokens: np.ndarray) -> np.ndarray:
+        """tokens float (..., 384) -> logits float32 (..., C)."""
+        x = torch.as_tensor(np.asarray(tokens, dtype=np.float32))
+        w = torch.from_numpy(self.weight)
+        return (x @ w.T + torch.from_numpy(self.bias)).numpy()
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the probe as safetensors (`weight`, `bias`) with `meta` as JSON metadata, atomically."""
+        from safetensors.numpy import save_file
+
+        with atomic_path(path) as tmp:
+            save_file(
+                {"weight": np.ascontiguousarray(self.weight), "bias": np.ascontiguousarray(self.bias)},
+                str(tmp),
+                metadata={"probe": json.dumps(self.meta, sort_keys=True)},
+            )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "LinearProbe":
+        """Read a probe written by `save`; a missing tensor or a shape mismatch is a ProbeError naming the file."""
+        from safetensors import safe_open
+
+        path = Path(path)
+        try:
+            with safe_open(str(path), framework="numpy") as f:
+                keys = set(f.keys())
+                if keys != {"weight", "bias"}:
+                    raise ProbeError(f"{path}: a probe file holds tensors weight and bias, found {sorted(keys)}")
+                weight, bias = f.get_tensor("weight"), f.get_tensor("bias")
+                meta = json.loads((f.metadata() or {}).get("probe", "{}"))
+        except ProbeError:
+            raise
+        except Exception as exc:  # safetensors raises its own types for unreadable files
+            raise ProbeError(f"{path}: not a readable probe file ({exc})") from None
+        if weight.ndim != 2 or weight.shape[1] != FEATURE_DIM or bias.shape != (weight.shape[0],):
+            raise ProbeError(f"{path}: weight {weight.shape} and bias {bias.shape} are not (C, 384) and (C,)")
+        return cls(weight.astype(np.float32), bias.astype(np.float32), meta)
+
+
+def _standardisation(x: np.ndarray, chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and std (float64, two passes in chunks); a constant feature gets std 1."""
+    n = x.shape[0]
+    mean = np.zeros(x.shape[1], dtype=np.float64)
+    for s in range(0, n, chunk):
+        mean += x[s : s + chunk].sum(axis=0, dtype=np.float64)
+    mean /= n
+    var = np.zeros(x.shape[1], dtype=np.float64)
+    for s in range(0, n, chunk):
+        d = x[s : s + chunk].astype(np.float64) - mean
+        var += (d * d).sum(axis=0)
+    std = np.sqrt(var / n)
+    std[~(std > 1e-12)] = 1.0
+    return mean, std
+
+
+def fit_probe(
+    features: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    *,
+    weight_decay: float = DEFAULT_WEIGHT_DECAY,
+    max_iter: int = DEFAULT_MAX_ITER,
+    tol: float = DEFAULT_TOL,
+) -> LinearProbe:
+    """Train the probe: multinomial logistic regression with L2 on standardised features (module docstring).
+
+    features: float (N, 384) tokens; labels: int (N,) in 0..n_classes-1 or 255 (left out); n_classes = K + 1
+    (background and K categories). Returns a LinearProbe on raw tokens; meta records the fit.
+    """
+    from scipy.optimize import minimize
+
+    x_all = np.asarray(features)
+    y_all = np.asarray(labels).astype(np.int64)
+    if x_all.ndim != 2 or x_all.shape[1] != FEATURE_DIM or y_all.shape != (x_all.shape[0],):
+        raise ProbeError(f"fit_probe: features must be (N, 384) with labels (N,), got {x_all.shape} and {y_all.shape}")
+    keep = y_all != IGNORE
+    x, y = x_all[keep], y_all[keep]
+    n, d, c = x.shape[0], FEATURE_DIM, int(n_classes)
+    if n == 0:
+        raise ProbeError("fit_probe: no training token has a label (all are 255 = ignore)")
+    if y.min() < 0 or y.max() >= c:
+        raise ProbeError(f"fit_probe: labels must lie in 0..{c - 1} (or 255), found {y.min()}..{y.max()}")
+    if not np.all(np.isfinite(x)):
+        raise ProbeError("fit_probe: features contain NaN or infinite values")
+    mean, std = _standardisation(x)
+    xs = torch.from_numpy(((x - mean) / std).astype(np.float32))
+    yt = torch.from_numpy(y)
+    rows = torch.arange(n)
+    lam = float(weight_decay)
+
+    def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        params = theta.reshape(c, d + 1)
+        w64 = params[:, :d]
+        w = torch.from_numpy(np.ascontiguousarray(w64, dtype=np.float32))
+        b = torch.from_numpy(np.ascontiguousarray(params[:, d], dtype=np.float32))
+        z = torch.addmm(b, xs, w.T)  # (n, c) logits
+        z_true = z.gather(1, yt[:, None]).double().sum().item()
+        zmax = z.amax(dim=1, keepdim=True)
+        z.sub_(zmax).exp_()
+        norm = z.sum(dim=1, keepdim=True)
+        log_norm = (zmax.double() + norm.double().log()).sum().item()
+        z.div_(norm)  # softmax
+        z[rows, yt] -= 1.0  # d CE / d logits
+        grad = np.empty((c, d + 1), dtype=np.float64)
+        grad[:, :d] = (z.T @ xs).double().numpy() / n + lam * w64
+        grad[:, d] = z.sum(dim=0).double().numpy() / n
+        loss = (log_norm - z_true) / n + 0.5 * lam * float(np.sum(w64 * w64))
+        return loss, grad.ravel()
+
+    result = minimize(
+        objective,
+        np.zeros(c * (d + 1), dtype=np.float64),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": int(max_iter), "gtol": float(tol), "ftol": 64 * np.finfo(float).eps, "maxls": 50},
+    )
+    params = result.x.reshape(c, d + 1)
+    w_raw = params[:, :d] / std  # fold the standardisation into the layer
+    b_raw = params[:, d] - w_raw @ mean
+    meta = {
+        "objective": "mean cross-entropy + weight_decay/2 ||W||^2 on standardised tokens; bias unpenalised",
+        "n_classes": c,
+        "n_train_tokens": int(n),
+        "n_ignored_tokens": int((~keep).sum()),
+        "classes_present": int(np.unique(y).size),
+        "weight_decay": lam,
+        "max_iter": int(max_iter),
+        "tol": float(tol),
+        "iterations": int(result.nit),
+        "evaluations": int(result.nfev),
+        "converged": bool(result.success),
+        "message": str(result.message),
+        "final_objective": float(result.fun),
+        "torch_threads": int(torch.get_num_threads()),
+    }
+    return LinearProbe(w_raw.astype(np.float32), b_raw.astype(np.float32), meta)
+
+
+# --------------------------------------------------------------------------------------------------- data-set glue
+
+
+def dataset_patch_labels(source: Any, image_ids: Iterable[int], class_of_category: dict[int, int]) -> np.ndarray:
+    """Patch labels of many images: uint8 (n, 196) in the given order."""
+    ids = [int(i) for i in image_ids]
+    out = np.empty((len(ids), N_PATCHES), dtype=np.uint8)
+    for row, image_id in enumerate(ids):
+        out[row] = image_patch_labels(source, image_id, class_of_category)
+    return out
+
+
+def training_tokens(
+    reader: Any, labels: np.ndarray, *, max_tokens: int = DEFAULT_MAX_TOKENS, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """The probe's training set from feature shards: (features float32 (M, 384), labels uint8 (M,)).
+
+    reader: `evaluate.features.FeatureReader` (`.image_ids`, `.iter_shards("tokens224")` yielding (image_ids,
+    array (m, 196, 384))); labels: uint8 (n, 196) patch labels in `reader.image_ids` order. The non-ignored tokens
+    are numbered in image order, patch order; when there are more than `max_tokens`, a uniform subsample of
+    `max_tokens` of them is kept, `numpy.random.default_rng(seed).choice(total, max_tokens, replace=False)` sorted.
+    Only one shard is in memory at a time.
+    """
+    labels = np.asarray(labels)
+    ids = [int(i) for i in reader.image_ids]
+    if labels.shape != (len(ids), N_PATCHES):
+        raise ProbeError(f"training_tokens: labels {labels.shape} do not match {len(ids)} images x 196 patches")
+    valid = (labels != IGNORE).ravel()
+    total = int(valid.sum())
+    if total == 0:
+        raise ProbeError("training_tokens: every patch of the probe-train data set is ignored (crowd)")
+    chosen_flat = np.flatnonzero(valid)
+    if total > max_tokens:
+        pick = np.sort(np.random.default_rng(seed).choice(total, int(max_tokens), replace=False))
+        chosen_flat = chosen_flat[pick]
+    feats = np.empty((chosen_flat.size, FEATURE_DIM), dtype=np.float32)
+    filled, first_image = 0, 0
+    for shard_ids, array in reader.iter_shards("tokens224"):
+        shard_ids = [int(i) for i in shard_ids]
+        m = len(shard_ids)
+        if shard_ids != ids[first_image : first_image + m]:
+            raise ProbeError("training_tokens: the feature shards' image order differs from reader.image_ids")
+        lo, hi = first_image * N_PATCHES, (first_image + m) * N_PATCHES
+        a, b = np.searchsorted(chosen_flat, [lo, hi])
+        local = chosen_flat[a:b] - lo
+        flat = np.asarray(array).reshape(m * N_PATCHES, FEATURE_DIM)
+        feats[filled : filled + local.size] = flat[local]
+        filled += local.size
+        first_image += m
+    if first_image != len(ids) or filled != chosen_flat.size:
+        raise ProbeError(f"training_tokens: the shards hold {first_image} images, the reader lists {len(ids)}")
+    return feats, labels.ravel()[chosen_flat]
+
+
+# ----------------------------------------------------------------------------------------------------------- scores
+
+
+def confusion(true: np.ndarray, pred: np.ndarray, n_classes: int) -> np.ndarray:
+    """Confusion matrix int64 (C, C), rows true, columns predicted; pixels whose true label is 255 are left out."""
+    t = np.asarray(true).ravel().astype(np.int64)
+    p = np.asarray(pred).ravel().astype(np.int64)
+    keep = t != IGNORE
+    t, p = t[keep], p[keep]
+    if t.size and (t.max() >= n_classes or p.max() >= n_classes or p.min() < 0):
+        raise ProbeError(f"confusion: labels must lie in 0..{n_classes - 1}, found true {t.max()}, pred {p.max()}")
+    return np.bincount(t * n_classes + p, minlength=n_classes * n_classes).reshape(n_classes, n_classes)
+
+
+def sparse_confusion(conf: np.ndarray) -> list[list[int]]:
+    """Nonzero entries of a confusion matrix as [true, pred, count] triples (row-major order)."""
+    t, p = np.nonzero(conf)
+    return [[int(a), int(b), int(conf[a, b])] for a, b in zip(t, p)]
+
+
+def dense_confusion(triples: Iterable[Iterable[int]], n_classes: int) -> np.ndarray:
+    """[true, pred, count] triples -> int64 (C, C)."""
+    conf = np.zeros((n_classes, n_classes), dtype=np.int64)
+    for t, p, k in triples:
+        conf[int(t), int(p)] += int(k)
+    return conf
+
+
+def miou_counts(per_image_triples: list, n_classes: int) -> np.ndarray:
+    """Per-image sparse confusions -> int64 (n, 3, C) [intersection, true, predicted] (reducer "miou-counts")."""
+    out = np.zeros((len(per_image_triples), 3, n_classes), dtype=np.int64)
+    for i, triples in enumerate(per_image_triples):
+        for t, p, k in triples:
+            t, p, k = int(t), int(p), int(k)
+            out[i, 1, t] += k
+            out[i, 2, p] += k
+            if t == p:
+                out[i, 0, t] += k
+    return out
+
+
+def miou(conf: np.ndarray) -> float:
+    """Mean IoU in percent of a pooled confusion (C, C) over classes with nonzero union; NaN if there is none."""
+    conf = np.asarray(conf, dtype=np.float64)
+    inter = np.diag(conf)
+    union = conf.sum(axis=0) + conf.sum(axis=1) - inter
+    present = union > 0
+    if not present.any():
+        return float("nan")
+    return float(np.mean(inter[present] / union[present]) * 100.0)
+
+
+def patch_accuracy(correct_total: np.ndarray) -> float:
+    """Patch accuracy in percent from per-image [correct, valid] (n, 2); NaN when no patch is valid."""
+    ct = np.asarray(correct_total, dtype=np.float64).reshape(-1, 2)
+    total = ct[:, 1].sum()
+    return float(ct[:, 0].sum() / total * 100.0) if total > 0 else float("nan")
+
+
+def predict_map224(logits: np.ndarray) -> np.ndarray:
+    """Patch logits (196, C) -> predicted classes int64 (224, 224): bilinear upsample (align_corners=False), argmax."""
+    lg = torch.as_tensor(np.asarray(logits, dtype=np.float32))
+    if lg.ndim != 2 or lg.shape[0] != N_PATCHES:
+        raise ProbeError(f"predict_map224: expected logits (196, C), got {tuple(lg.shape)}")
+    grid = lg.reshape(GRID, GRID, -1).permute(2, 0, 1)[None]
+    up = torch.nn.functional.interpolate(grid, size=(SIZE, SIZE), mode="bilinear", align_corners=False)
+    return up[0].argmax(dim=0).numpy()
+
+
+@dataclass
+class ImageProbeStats:
+    """One eval image: sparse pixel confusion [[true, pred, count], ...], correct and valid patch counts."""
+
+    confusion: list[list[int]]
+    correct: int
+    valid: int
+
+
+def score_image(probe: LinearProbe, tokens: np.ndarray, map224: np.ndarray) -> ImageProbeStats:
+    """Score one image: tokens float (196, 384), map224 uint8 (224, 224) label map in the tokens224 geometry."""
+    logits = probe.logits(tokens)
+    pred_pixels = predict_map224(logits)
+    conf = confusion(map224, pred_pixels, probe.n_classes)
+    labels = patch_labels(map224)
+    valid = labels != IGNORE
+    correct = int(np.count_nonzero(logits.argmax(axis=1)[valid] == labels[valid]))
+    return ImageProbeStats(sparse_confusion(conf), correct, int(valid.sum()))
+
+
+@dataclass
+class ProbeScores:
+    """Probe scores on one eval data set: values and 95% intervals in percent, and the per-image statistics.
+
+    miou, patch_accuracy: (value, lo, hi) in percent. per_image: ImageProbeStats per image in `image_ids` order
+    (what a ledger stores for paired bootstraps).
+    """
+
+    n_classes: int
+    image_ids: list[int]
+    per_image: list[ImageProbeStats]
+    miou: tuple[float, float, float]
+    patch_accuracy: tuple[float, float, float]
+    resamples: int
+    seed: int
+    level: float
+
+    def confusion_counts(self) -> np.ndarray:
+        """int64 (n, 3, C) per-image counts for `bootstrap_ci(..., "miou-counts")`."""
+        return miou_counts([s.confusion for s in self.per_image], self.n_classes)
+
+    def patch_counts(self) -> np.ndarray:
+        """int64 (n, 2) per-image [correct, valid] for `bootstrap_ci(..., "ratio")`."""
+        return np.array([[s.correct, s.valid] for s in self.per_image], dtype=np.int64).reshape(-1, 2)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_classes": self.n_classes,
+            "image_ids": self.image_ids,
+            "miou": list(self.miou),
+            "patch_accuracy": list(self.patch_accuracy),
+            "bootstrap": {"resamples": self.resamples, "seed": self.seed, "level": self.level},
+            "per_image": [
+                {"image_id": i, "confusion": s.confusion, "correct": s.correct, "valid": s.valid}
+                for i, s in zip(self.image_ids, self.per_image)
+            ],
+        }
+
+
+def probe_scores(
+    probe: LinearProbe,
+    items: Iterable[tuple[int, np.ndarray, np.ndarray]],
+    *,
+    resamples: int = 10000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> ProbeScores:
+    """Score the probe on eval images: items yield (image_id, tokens (196, 384), map224 uint8 (224, 224))."""
+    ids: list[int] = []
+    stats: list[ImageProbeStats] = []
+    for image_id, tokens, map224 in items:
+        ids.append(int(image_id))
+        stats.append(score_image(probe, tokens, map224))
+    if not ids:
+        raise ProbeError("probe_scores: the eval data set has no images")
+    scores = ProbeScores(probe.n_classes, ids, stats, (math.nan,) * 3, (math.nan,) * 3, resamples, seed, level)
+    m = bootstrap_ci(scores.confusion_counts(), "miou-counts", resamples=resamples, seed=seed, level=level)
+    a = bootstrap_ci(scores.patch_counts(), "ratio", resamples=resamples, seed=seed, level=level)
+    scores.miou = tuple(100.0 * v for v in m)
+    scores.patch_accuracy = tuple(100.0 * v for v in a)
+    return scores
+
+
+def eval_items(reader: Any, source: Any, class_of_category: dict[int, int]) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(image_id, tokens float32 (196, 384), map224) for every image of a FeatureReader, one shard at a time."""
+    for shard_ids, array in reader.iter_shards("tokens224"):
+        for row, image_id in enumerate(shard_ids):
+            map224 = label_map224(label_map(source, int(image_id), class_of_category))
+            yield int(image_id), np.asarray(array[row], dtype=np.float32), map224
