@@ -69,12 +69,9 @@ def sweep_shards(wildcards):
     return [f"results/decoder/sweep/{SELECT_DATASET}/{s}.npz" for s in shard_names(SELECT_DATASET)]
 
 
-def decoded_files(checkpoint, dataset):
-    return [f"results/decoder/masks/{checkpoint}/{dataset}/{s}.json" for s in shard_names(dataset)]
-
-
 def decoded_shards(wildcards):
-    return decoded_files(wildcards.checkpoint, wildcards.dataset)
+    c, d = wildcards.checkpoint, wildcards.dataset
+    return [f"results/decoder/masks/{c}/{d}/{s}.json" for s in shard_names(d)]
 
 
 def decoder_record(checkpoint, dataset):
@@ -87,6 +84,8 @@ def probe_records(checkpoint):
 
 def all_records():
     records = []
+    if SELECT_DATASET:
+        records.append(f"results/ledger/records/sweep/{REFERENCE}/{SELECT_DATASET}.json")
     if SELECT_DATASET and EVAL_DATASETS:
         records += [decoder_record(c, d) for c in CHECKPOINTS for d in EVAL_DATASETS]
     if PROBE_TRAIN_DATASET and EVAL_DATASETS:

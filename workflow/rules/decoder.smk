@@ -31,14 +31,17 @@ rule select_setting:
         sweep=sweep_shards,
         manifest=f"results/datasets/{SELECT_DATASET}/manifest.json",
         annotations=DATASETS[SELECT_DATASET].annotations if SELECT_DATASET else [],
+        checkpoint=CHECKPOINTS[REFERENCE].path,
     output:
         selected="results/decoder/selected.yaml",
         table="results/decoder/sweep.csv",
+        record=f"results/ledger/records/sweep/{REFERENCE}/{SELECT_DATASET}.json",
     params:
         dataset=dataset_params(SELECT_DATASET) if SELECT_DATASET else None,
         checkpoint=checkpoint_params(REFERENCE),
         decoder=DECODER,
         bootstrap=config.get("bootstrap", {}),
+        config=config,
         code=CODE["scores"],
     threads: 1
     resources:
@@ -77,10 +80,24 @@ rule decode:
         "../scripts/decode.py"
 
 
+rule merge_masks:
+    """One COCO results file per checkpoint and data set, in image-id order (label-free)."""
+    input:
+        decoded_shards,
+    output:
+        "results/decoder/masks/{checkpoint}/{dataset}.json",
+    log:
+        "logs/merge_masks/{checkpoint}/{dataset}.log",
+    benchmark:
+        "benchmarks/merge_masks/{checkpoint}/{dataset}.tsv"
+    script:
+        "../scripts/merge_masks.py"
+
+
 rule score_decoder:
     """Opens the eval data set's labels: Jaccard, mask AP, AP50, AR@10, CorLoc -> one ledger record."""
     input:
-        masks=decoded_shards,
+        masks="results/decoder/masks/{checkpoint}/{dataset}.json",
         manifest="results/datasets/{dataset}/manifest.json",
         annotations=annotations_path,
         selected="results/decoder/selected.yaml",

@@ -42,7 +42,7 @@ def figure_inputs(wildcards):
     inputs = {"scores": "results/ledger/scores.csv", "records": all_records()}
     if SELECT_DATASET and EVAL_DATASETS:
         d = EVAL_DATASETS[0]
-        inputs["masks"] = [f for c in CHECKPOINTS for f in decoded_files(c, d)]
+        inputs["masks"] = [f"results/decoder/masks/{c}/{d}.json" for c in CHECKPOINTS]
         inputs["manifest"] = f"results/datasets/{d}/manifest.json"
         inputs["keys"] = feature_shards(REFERENCE, d, "keys480.npy")
         inputs["selected"] = "results/decoder/selected.yaml"

@@ -1,0 +1,574 @@
+"""Mean-centred normalized cut on keys480 (DESIGN §5): masks on the patch grid, label-free.
+
+Per image, keys (N, C) on a (gh, gw) grid, N = gh * gw (keys480: 900 x 384 on 30 x 30):
+
+1. centre: subtract the image's mean key (setting `centre`); L2-normalise each key. A key whose norm is below
+   1e-9 of the image's largest key norm counts as a zero vector (cosine 0 with every key, itself included).
+2. cosine matrix S (once per image and centre flag, shared by every setting of a sweep); affinity
+   A = 1 where S > tau, else eps; d = row sums of A, D = diag(d).
+3. x = second-smallest generalised eigenvector of (D - A) x = lambda D x. Solved in the symmetric normalised form:
+   M = D^-1/2 A D^-1/2 has the known top eigenvector y0 = sqrt(d) (eigenvalue 1); Lanczos with full
+   re-orthogonalisation against y0 and the Krylov basis finds M's largest eigenvector y on the complement of y0,
+   and x = D^-1/2 y (so x' D x = 1, as LAPACK's generalised solver normalises). The start vector is deterministic:
+   sqrt(d) * (d / mean(d) - 1) plus a fixed-seed perturbation (never global random state). When Lanczos breaks
+   down, does not converge, or finds the two top eigenvalues too close to separate (gap < 1e-4), the dense
+   reference `scipy.linalg.eigh(D - A, D, subset_by_index=[1, 2])` answers instead, counted in `SolverStats`.
+   `solver="dense"` always uses that reference.
+   x's sign is fixed: its entry of largest |x| is positive.
+4. bipartition at the threshold t of `split` (mean: sum(x) / N as TokenCut writes it; zero; median): the two
+   sides are x > t and x <= t. The seed is the patch of largest |x|, the lowest index among entries within a
+   relative 1e-9 of the maximum (binary affinities make exact ties; this makes the choice deterministic).
+   foreground "seed" (TokenCut): the side holding the seed. "corners" (MaskCut): the seed rule, then flip when
+   >= 3 of the grid's 4 corner patches are foreground; the seed becomes the foreground patch of largest |x|.
+   (MaskCut's code tests the corners of the x > mean side before the seed rule, which depends on the arbitrary
+   sign of the eigenvector; testing the chosen foreground does not, and the kept foreground never holds >= 3
+   corners.) component "seed": the 4-connected component (scipy.ndimage.label) holding the seed; "all": the side.
+5. masks > 1 (MaskCut): the keys are centred and normalised once; before each further cut the normalised keys
+   of every patch already taken (the union of the earlier cuts' masks) are set to 0, as MaskCut does, so their
+   cosine with every patch, themselves included, is 0: their affinity is eps everywhere (for tau >= 0) and they
+   stay in the graph as weakly tied nodes. A new cut whose mask has IoU > 0.5 with an earlier kept cut's mask is
+   dropped and the image's cutting stops; so it does when the patches the new cut adds (its mask minus the
+   patches already taken) cover at most 1% of the grid. As in MaskCut, the mask kept is the new cut's mask minus
+   the patches already taken, so an image's masks are disjoint; the first mask is always kept.
+6. Each kept mask carries ncut = Ncut(P, rest) = cut/assoc(P) + cut/assoc(rest) under the affinity of its own
+   cut, and score = 1 - ncut / 2 in [0, 1]; a mask covering the whole grid is no cut: ncut 2, score 0.
+
+Numerics: S is computed in float32 BLAS, then every entry within 4e-5 of tau (for 384 channels; a bound on
+float32's error for a dot product of unit vectors) is recomputed in float64, so the thresholded affinity equals
+the one a float64 S gives. With centre off, tau 0.2, eps 1e-5, seed rule and one mask the masks equal those of the dense
+reference (DESIGN §5); tests/test_decoder.py checks this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, fields as dc_fields
+from typing import Callable, Sequence
+
+import numpy as np
+import scipy.linalg
+import scipy.ndimage
+
+from decoders.settings import DecoderError, NcutSettings
+
+GRID = (30, 30)
+SOLVERS = ("lanczos", "dense")
+
+# |float32 S - exact S| for unit vectors of C entries is below C * 2^-24 (accumulation) plus input rounding:
+# entries within S_BAND_PER_CHANNEL * (C + 16) of tau (4e-5 for keys480's 384 channels) are recomputed in float64.
+S_BAND_PER_CHANNEL = 1e-7
+ZERO_KEY = 1e-9  # relative norm below which a (centred) key counts as zero
+SEED_TIE = 1e-9  # relative |x| difference treated as a tie when choosing the seed
+LANCZOS_TOL = 1e-11  # residual of the top Ritz pair, relative to the spectral gap
+LANCZOS_GAP_MIN = 1e-4  # top two eigenvalues of M closer than this: dense fallback
+LANCZOS_MAX_STEPS = 150
+IOU_STOP = 0.5
+MIN_COVER = 0.01
+_PAIR_CHUNK = 16384
+
+
+@dataclass
+class GridMask:
+    """One decoded mask on the patch grid.
+
+    mask:  bool (gh, gw), True = foreground patch.
+    score: 1 - ncut / 2, in [0, 1].
+    ncut:  normalized-cut value of `mask` against the rest of the grid under the affinity of its cut, in [0, 2].
+    """
+
+    mask: np.ndarray
+    score: float
+    ncut: float
+
+
+@dataclass
+class SolverStats:
+    """Counts of how eigenproblems were solved and why multi-mask cutting stopped.
+
+    One eigenproblem per distinct (image, centre, tau, eps, patches taken).
+
+    lanczos: solved by Lanczos; dense: solved densely because solver="dense" was asked for;
+    fallback_breakdown / fallback_close / fallback_unconverged: Lanczos gave up (invariant subspace found, top two
+    eigenvalues closer than 1e-4, no convergence within 150 steps) and the dense reference answered;
+    matvecs: products with the affinity matrix spent by Lanczos;
+    stop_overlap / stop_small: further cuts dropped (ending an image's cutting) by the IoU > 0.5 / 1% rule.
+    """
+
+    eigenproblems: int = 0
+    lanczos: int = 0
+    dense: int = 0
+    fallback_breakdown: int = 0
+    fallback_close: int = 0
+    fallback_unconverged: int = 0
+    matvecs: int = 0
+    stop_overlap: int = 0
+    stop_small: int = 0
+
+    @property
+    def fallbacks(self) -> int:
+        """Eigenproblems Lanczos handed to the dense solver."""
+        return self.fallback_breakdown + self.fallback_close + self.fallback_unconverged
+
+    def as_dict(self) -> dict[str, int]:
+        out = {f.name: int(getattr(self, f.name)) for f in dc_fields(self)}
+        out["fallbacks"] = self.fallbacks
+        return out
+
+    def add(self, other: "SolverStats") -> None:
+        """Accumulate another stats object into this one."""
+        for f in dc_fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+def check_keys(keys, grid: Sequence[int] = GRID) -> tuple[np.ndarray, tuple[int, int]]:
+    """Validate one image's keys against its grid: -> (keys float64 (N, C), (gh, gw)); DecoderError if bad."""
+    try:
+        gh, gw = (int(v) for v in grid)
+    except (TypeError, ValueError):
+        raise DecoderError(f"grid must be two integers (rows, columns), got {grid!r}") from None
+    if gh < 2 or gw < 2:
+        raise DecoderError(f"grid must be at least 2 x 2 patches, got {gh} x {gw}")
+    arr = np.asarray(keys)
+    if arr.ndim != 2:
+        raise DecoderError(f"keys must be a 2-D array (patches, channels), got shape {arr.shape}")
+    if arr.shape[0] != gh * gw:
+        raise DecoderError(f"keys have {arr.shape[0]} rows but the grid {gh} x {gw} has {gh * gw} patches")
+    if arr.shape[1] < 1:
+        raise DecoderError(f"keys have no channels: shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
+        raise DecoderError(f"keys must be numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
+        raise DecoderError(f"keys hold a non-finite value (first in patch row {bad})")
+    return arr, (gh, gw)
+
+
+class _Workspace(threading.local):
+    """Per-thread reusable buffers (about 25 MB for keys480): allocating and freeing megabyte arrays per image and
+    per tau costs page faults that, in gVisor sandboxes, took longer than the arithmetic. Contents are only valid
+    inside one ncut_sweep call."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, shape: int | tuple[int, ...], dtype) -> np.ndarray:
+        """A buffer of `shape` ((n, n) for an int) and dtype, reused by name; contents undefined."""
+        shape = (shape, shape) if isinstance(shape, int) else tuple(shape)
+        arr = self.arrays.get(name)
+        if arr is None or arr.shape != shape or arr.dtype != np.dtype(dtype):
+            arr = np.empty(shape, dtype=dtype)
+            self.arrays[name] = arr
+        return arr
+
+
+_WORKSPACE = _Workspace()
+
+
+class _Features:
+    """Centred (or not), L2-normalised keys of one image and their float32 cosine matrix."""
+
+    def __init__(self, keys64: np.ndarray, centre: bool):
+        n, c = keys64.shape
+        tag = int(centre)
+        scale = float(np.sqrt(np.einsum("ij,ij->i", keys64, keys64).max()))
+        kn = _WORKSPACE.get(f"kn-{tag}", (n, c), np.float64)
+        if centre:
+            np.subtract(keys64, keys64.mean(axis=0), out=kn)
+        else:
+            np.copyto(kn, keys64)
+        norms = np.sqrt(np.einsum("ij,ij->i", kn, kn))
+        self.live = norms > ZERO_KEY * scale if scale > 0 else np.zeros(n, dtype=bool)
+        kn /= np.where(self.live, norms, 1.0)[:, None]
+        if not self.live.all():
+            kn[~self.live] = 0.0
+        self.kn = kn  # float64 (N, C), zero rows for zero keys
+        kn32 = _WORKSPACE.get(f"kn32-{tag}", (n, c), np.float32)
+        np.copyto(kn32, kn, casting="same_kind")
+        self.s32 = np.matmul(kn32, kn32.T, out=_WORKSPACE.get(f"s32-{tag}", n, np.float32))  # (N, N)
+
+    def above(self, tau: float, out: np.ndarray) -> np.ndarray:
+        """`out` bool (N, N) := S > tau exactly as float64 S decides (entries near tau recomputed in float64)."""
+        s32 = self.s32
+        n = s32.shape[0]
+        tau32 = np.float32(tau)
+        above = np.greater(s32, tau32, out=out)
+        diff = _WORKSPACE.get("diff", n, np.float32)
+        np.abs(np.subtract(s32, tau32, out=diff), out=diff)
+        band = np.float32(S_BAND_PER_CHANNEL * (self.kn.shape[1] + 16))
+        near = np.less_equal(diff, band, out=_WORKSPACE.get("near", n, np.bool_))
+        rows, cols = np.divmod(np.flatnonzero(near), n)  # flatnonzero: 30x faster than nonzero on 2-D here
+        keep = self.live[rows] & self.live[cols]  # zero keys: S is exactly 0 in float32 too
+        rows, cols = rows[keep], cols[keep]
+        for start in range(0, rows.size, _PAIR_CHUNK):
+            r, c = rows[start : start + _PAIR_CHUNK], cols[start : start + _PAIR_CHUNK]
+            exact = np.einsum("ij,ij->i", self.kn[r], self.kn[c])
+            above[r, c] = exact > tau
+        return above
+
+
+class _Graph:
+    """The affinity of one cut: A = 1 where S > tau else eps, rows and columns of taken patches at eps.
+
+    Held as the 0/1 float64 matrix of S > tau (shared by all cuts of one (image, centre, tau)) and an `active`
+    mask: A u = (1 - eps) B_T u + eps sum(u), B_T = diag(active) B diag(active).
+    """
+
+    def __init__(self, binary64: np.ndarray, eps: float, taken: np.ndarray):
+        self.binary64 = binary64
+        self.eps = eps
+        self.n = binary64.shape[0]
+        self.taken = taken
+        self.any_taken = bool(taken.any())
+        self.active = (~taken).astype(np.float64)
+        ones = np.ones(self.n)
+        counts = self.binary_apply(ones)  # exact integers: ones per row of B_T
+        self.d = counts + eps * (self.n - counts)
+        self._ncut: dict[bytes, float] = {}  # settings of a sweep often share a mask
+
+    def binary_apply(self, u: np.ndarray) -> np.ndarray:
+        """B_T @ u, float64 (N,)."""
+        if self.any_taken:
+            return self.active * (self.binary64 @ (self.active * u))
+        return self.binary64 @ u
+
+    def affinity_apply(self, u: np.ndarray) -> np.ndarray:
+        """A @ u, float64 (N,)."""
+        return (1.0 - self.eps) * self.binary_apply(u) + self.eps * u.sum()
+
+    def dense_affinity(self) -> np.ndarray:
+        """A as a dense float64 (N, N) matrix, built as the references build it."""
+        binary = self.binary64 > 0.5
+        if self.any_taken:
+            binary = binary & ~self.taken[:, None] & ~self.taken[None, :]
+        return np.where(binary, 1.0, self.eps)
+
+    def ncut_value(self, mask: np.ndarray) -> float:
+        """Ncut(P, rest) = cut/assoc(P) + cut/assoc(rest); 2.0 when P or the rest is empty (no cut)."""
+        key = np.packbits(mask).tobytes()
+        value = self._ncut.get(key)
+        if value is None:
+            with _one_blas_thread():
+                value = self._ncut[key] = self._ncut_value(mask)
+        return value
+
+    def _ncut_value(self, mask: np.ndarray) -> float:
+        p = mask.astype(np.float64)
+        size_p = float(p.sum())
+        size_q = self.n - size_p
+        if size_p == 0 or size_q == 0:
+            return 2.0
+        q = 1.0 - p
+        cut = (1.0 - self.eps) * float(p @ self.binary_apply(q)) + self.eps * size_p * size_q
+        assoc_p = float(self.d[mask].sum())
+        assoc_q = float(self.d[~mask].sum())
+        return float(min(2.0, max(0.0, cut / assoc_p + cut / assoc_q)))
+
+
+_BLAS_CONTROLLER: list = []
+
+
+def _one_blas_thread():
+    """Context that runs BLAS on one thread: Lanczos's 900 x 900 matrix-vector products are a fraction of a
+    millisecond, and waking BLAS threads for each cost more than they saved (4x slower on 2 cores). The cosine GEMM
+    and the dense solver keep the caller's threads. No-op when threadpoolctl (a scikit-learn dependency) is absent."""
+    if not _BLAS_CONTROLLER:
+        try:
+            import threadpoolctl
+
+            _BLAS_CONTROLLER.append(threadpoolctl.ThreadpoolController())
+        except Exception:  # pragma: no cover - optional speed-up only
+            _BLAS_CONTROLLER.append(None)
+    controller = _BLAS_CONTROLLER[0]
+    if controller is None:  # pragma: no cover
+        return contextlib.nullcontext()
+    return controller.limit(limits=1, user_api="blas")
+
+
+_PERTURBATIONS: dict[int, np.ndarray] = {}
+
+
+def _perturbation(n: int) -> np.ndarray:
+    """A fixed unit vector of length n (seeded generator 0): part of Lanczos's deterministic start."""
+    vec = _PERTURBATIONS.get(n)
+    if vec is None:
+        vec = np.random.default_rng(0).standard_normal(n)
+        vec /= np.linalg.norm(vec)
+        vec.setflags(write=False)
+        _PERTURBATIONS[n] = vec
+    return vec
+
+
+def _lanczos_top(apply_m: Callable[[np.ndarray], np.ndarray], y0: np.ndarray, v0: np.ndarray):
+    """Largest eigenvector of symmetric M on the complement of its known unit eigenvector y0.
+
+    Lanczos with full (twice repeated) re-orthogonalisation against y0 and the basis. Returns (y, steps, status):
+    status "ok" with y a unit float64 (N,) vector, or "breakdown" / "close" / "unconverged" with y None.
+    """
+    n = y0.size
+    steps_max = min(LANCZOS_MAX_STEPS, n - 2)
+    basis = np.empty((steps_max + 2, n))
+    basis[0] = y0
+    v = v0 - (y0 @ v0) * y0
+    v_norm = np.linalg.norm(v)
+    if not v_norm > 0:
+        return None, 0, "breakdown"
+    basis[1] = v / v_norm
+    alphas = np.zeros(steps_max)
+    betas = np.zeros(steps_max)
+    for j in range(1, steps_max + 1):
+        q = basis[j]
+        w = apply_m(q)
+        alpha = float(q @ w)
+        w -= alpha * q
+        if j > 1:
+            w -= betas[j - 2] * basis[j - 1]
+        block = basis[: j + 1]
+        w -= (block @ w) @ block
+        w -= (block @ w) @ block
+        beta = float(np.linalg.norm(w))
+        alphas[j - 1] = alpha
+        betas[j - 1] = beta
+        broke = beta <= 1e-10
+        if j >= 2 and (j % 2 == 0 or broke or j == steps_max):
+            tri = np.diag(alphas[:j]) + np.diag(betas[: j - 1], 1) + np.diag(betas[: j - 1], -1)
+            theta, vecs = np.linalg.eigh(tri)
+            gap = float(theta[-1] - theta[-2])
+            res1 = beta * abs(float(vecs[-1, -1]))
+            res2 = beta * abs(float(vecs[-1, -2]))
+            if gap < LANCZOS_GAP_MIN and res1 <= 1e-8:
+                return None, j, "close"
+            if not broke and res1 <= LANCZOS_TOL * gap and res2 <= 1e-3 * gap:
+                y = vecs[:, -1] @ basis[1 : j + 1]
+                return y / np.linalg.norm(y), j, "ok"
+        if broke:
+            return None, j, "breakdown"
+        basis[j + 1] = w / beta
+    return None, steps_max, "unconverged"
+
+
+def _dense_fiedler(graph: _Graph) -> np.ndarray:
+    """The dense reference: x = eigh(D - A, D, subset_by_index=[1, 2]) first column, float64 (N,)."""
+    affinity = graph.dense_affinity()
+    degree = np.diag(affinity.sum(axis=1))
+    _, vectors = scipy.linalg.eigh(degree - affinity, degree, subset_by_index=[1, 2])
+    return np.array(vectors[:, 0])
+
+
+def _fiedler(graph: _Graph, solver: str, stats: SolverStats) -> np.ndarray:
+    """x of (D - A) x = lambda D x for the second-smallest lambda, x' D x = 1, sign not yet fixed."""
+    stats.eigenproblems += 1
+    if solver == "dense":
+        stats.dense += 1
+        return _dense_fiedler(graph)
+    d = graph.d
+    inv_sqrt_d = 1.0 / np.sqrt(d)
+    y0 = np.sqrt(d)
+    y0 /= np.linalg.norm(y0)
+
+    def apply_m(y: np.ndarray) -> np.ndarray:
+        return inv_sqrt_d * graph.affinity_apply(inv_sqrt_d * y)
+
+    v0 = np.sqrt(d) * (d / d.mean() - 1.0)
+    v0_norm = np.linalg.norm(v0)
+    v0 = (v0 / v0_norm if v0_norm > 0 else v0) + 1e-2 * _perturbation(graph.n)
+    with _one_blas_thread():
+        y, steps, status = _lanczos_top(apply_m, y0, v0)
+    stats.matvecs += steps
+    if status == "ok":
+        stats.lanczos += 1
+        return inv_sqrt_d * y
+    setattr(stats, f"fallback_{status}", getattr(stats, f"fallback_{status}") + 1)
+    return _dense_fiedler(graph)
+
+
+def _seed_of(magnitude: np.ndarray, among: np.ndarray | None = None) -> int:
+    """Index of the largest magnitude (within `among` if given); near-ties (1e-9 relative) -> lowest index."""
+    values = magnitude if among is None else np.where(among, magnitude, -np.inf)
+    top = float(values.max())
+    return int(np.flatnonzero(values >= top - SEED_TIE * abs(top))[0])
+
+
+def _fix_sign(x: np.ndarray) -> np.ndarray:
+    """x with its largest-|x| entry (seed rule's tie-break) positive."""
+    seed = _seed_of(np.abs(x))
+    return -x if x[seed] < 0 else x
+
+
+def _threshold(x: np.ndarray, split: str) -> float:
+    if split == "mean":
+        return float(np.sum(x) / len(x))  # TokenCut's expression
+    if split == "zero":
+        return 0.0
+    return float(np.median(x))
+
+
+def cut_mask(x: np.ndarray, settings: NcutSettings, grid: tuple[int, int]) -> np.ndarray:
+    """One cut's mask from its eigenvector: bool (N,) flat in row order.
+
+    x: float (N,) with its sign fixed (largest |x| positive). Bipartition at the split threshold, foreground by
+    the seed or corners rule, then the seed's 4-connected component or the whole side.
+    """
+    gh, gw = grid
+    magnitude = np.abs(x)
+    high = x > _threshold(x, settings.split)
+    seed = _seed_of(magnitude)
+    foreground = high if high[seed] else ~high
+    if settings.foreground == "corners":
+        corners = foreground[[0, gw - 1, (gh - 1) * gw, gh * gw - 1]]
+        if int(corners.sum()) >= 3:
+            foreground = ~foreground
+            seed = _seed_of(magnitude, among=foreground)
+    if settings.component == "all":
+        return foreground
+    labels, _ = scipy.ndimage.label(foreground.reshape(gh, gw))  # default structure: 4-connectivity
+    flat = labels.ravel()
+    return flat == flat[seed]
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    union = int(np.count_nonzero(a | b))
+    return int(np.count_nonzero(a & b)) / union if union else 0.0
+
+
+def stop_reason(cut: np.ndarray, taken: np.ndarray, kept_cuts: Sequence[np.ndarray]) -> str | None:
+    """Whether a further cut (not the first) is dropped, ending the image's cutting (DESIGN §5 step 5).
+
+    cut: bool (N,) mask of the new cut; taken: bool (N,) union of the earlier kept cuts; kept_cuts: their masks.
+    -> "overlap" when IoU(cut, an earlier kept cut) > 0.5; "small" when the patches it adds (cut minus taken)
+    cover at most 1% of the grid; None when it is kept.
+    """
+    if any(_iou(cut, earlier) > IOU_STOP for earlier in kept_cuts):
+        return "overlap"
+    if np.count_nonzero(cut & ~taken) <= MIN_COVER * cut.size:
+        return "small"
+    return None
+
+
+class _ImageCuts:
+    """Caches for one image: features per centre flag, the current (centre, tau) affinity, eigenvectors per cut."""
+
+    def __init__(self, keys64: np.ndarray, grid: tuple[int, int], solver: str, stats: SolverStats):
+        self.keys64 = keys64
+        self.grid = grid
+        self.solver = solver
+        self.stats = stats
+        self.n = keys64.shape[0]
+        self._features: dict[bool, _Features] = {}
+        self._binary_key: tuple[bool, float] | None = None
+        self._binary64: np.ndarray | None = None
+        self._cuts: dict[tuple, tuple[_Graph, np.ndarray]] = {}
+
+    def features(self, centre: bool) -> _Features:
+        if centre not in self._features:
+            self._features[centre] = _Features(self.keys64, centre)
+        return self._features[centre]
+
+    def binary64(self, centre: bool, tau: float) -> np.ndarray:
+        """float64 0/1 (N, N) of S > tau; only the latest (centre, tau) is held (6.5 MB for keys480)."""
+        if self._binary_key != (centre, tau):
+            self._cuts.clear()  # their graphs share the buffer about to be overwritten
+            above = self.features(centre).above(tau, out=_WORKSPACE.get("above", self.n, np.bool_))
+            self._binary64 = _WORKSPACE.get("binary64", self.n, np.float64)
+            np.copyto(self._binary64, above)
+            self._binary_key = (centre, tau)
+        return self._binary64
+
+    def cut(self, settings: NcutSettings, taken: np.ndarray) -> tuple[_Graph, np.ndarray]:
+        """(graph, x) of the cut with patches `taken` zeroed; x sign-fixed. Cached per (centre, tau, eps, taken)."""
+        key = (settings.centre, settings.tau, settings.eps, taken.tobytes())
+        hit = self._cuts.get(key)
+        if hit is None:
+            binary64 = self.binary64(settings.centre, settings.tau)
+            graph = _Graph(binary64, settings.eps, taken.copy())
+            x = _fix_sign(_fiedler(graph, self.solver, self.stats))
+            hit = (graph, x)
+            self._cuts[key] = hit
+        return hit
+
+    def decode(self, settings: NcutSettings) -> list[GridMask]:
+        taken = np.zeros(self.n, dtype=bool)
+        kept_cuts: list[np.ndarray] = []
+        masks: list[GridMask] = []
+        for index in range(settings.masks):
+            if index > 0 and taken.all():
+                break
+            graph, x = self.cut(settings, taken)
+            cut = cut_mask(x, settings, self.grid)
+            new = cut & ~taken
+            if index > 0:
+                reason = stop_reason(cut, taken, kept_cuts)
+                if reason is not None:
+                    setattr(self.stats, f"stop_{reason}", getattr(self.stats, f"stop_{reason}") + 1)
+                    break
+            ncut = graph.ncut_value(new)
+            masks.append(GridMask(mask=new.reshape(self.grid), score=float(1.0 - ncut / 2.0), ncut=ncut))
+            kept_cuts.append(cut)
+            taken = taken | cut
+        return masks
+
+
+def _check_settings(settings) -> NcutSettings:
+    if not isinstance(settings, NcutSettings):
+        raise DecoderError(f"ncut settings must be an NcutSettings, got {type(settings).__name__}")
+    return settings
+
+
+def ncut_sweep(
+    keys,
+    settings_list: Sequence[NcutSettings],
+    grid: Sequence[int] = GRID,
+    solver: str = "lanczos",
+    stats: SolverStats | None = None,
+) -> list[list[GridMask]]:
+    """Decode one image under many settings: -> one list of GridMask per setting, in the order given.
+
+    keys: (N, C) float array of one image (keys480: (900, 384)); grid (gh, gw) with gh * gw = N.
+    The cosine matrix is computed once per centre flag, the thresholded affinity once per (centre, tau), each
+    eigenproblem once per (centre, tau, eps, patches taken); results equal `ncut_decode` setting by setting.
+    """
+    if solver not in SOLVERS:
+        raise DecoderError(f"unknown ncut solver {solver!r}; known: {', '.join(SOLVERS)}")
+    keys64, grid_t = check_keys(keys, grid)
+    settings_list = [_check_settings(s) for s in settings_list]
+    image = _ImageCuts(keys64, grid_t, solver, stats if stats is not None else SolverStats())
+    order = sorted(range(len(settings_list)), key=lambda i: (settings_list[i].centre, settings_list[i].tau, i))
+    out: list[list[GridMask] | None] = [None] * len(settings_list)
+    for i in order:
+        out[i] = image.decode(settings_list[i])
+    return out  # type: ignore[return-value]
+
+
+def ncut_decode(
+    keys,
+    settings: NcutSettings,
+    grid: Sequence[int] = GRID,
+    solver: str = "lanczos",
+    stats: SolverStats | None = None,
+) -> list[GridMask]:
+    """Decode one image: keys (N, C) float on grid (gh, gw) -> up to `settings.masks` GridMask, first cut first."""
+    return ncut_sweep(keys, [settings], grid, solver=solver, stats=stats)[0]
+
+
+def eigenvector(
+    keys,
+    settings: NcutSettings,
+    grid: Sequence[int] = GRID,
+    solver: str = "lanczos",
+    stats: SolverStats | None = None,
+) -> np.ndarray:
+    """The first cut's generalised eigenvector x of one image, sign fixed: float64 (gh, gw) (for figures)."""
+    if solver not in SOLVERS:
+        raise DecoderError(f"unknown ncut solver {solver!r}; known: {', '.join(SOLVERS)}")
+    keys64, grid_t = check_keys(keys, grid)
+    image = _ImageCuts(keys64, grid_t, solver, stats if stats is not None else SolverStats())
+    _, x = image.cut(_check_settings(settings), np.zeros(image.n, dtype=bool))
+    return x.reshape(grid_t)
+
+
+# The decoder protocol (decoders/__init__.py): name, settings type, decode, sweep.
+NAME = "ncut"
+Settings = NcutSettings
+decode = ncut_decode
+sweep = ncut_sweep
