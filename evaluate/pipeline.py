@@ -500,12 +500,12 @@ def figures_job(smk) -> None:
             raise ConfigError(f"config.yaml: figures.eigenvector_image: image id {wanted} is not in data set "
                               f"{params['name']}")
         shard = next(i for i, ids in enumerate(manifest["shards"]) if wanted in ids)
-        keys = np.load(smk.input["keys"][shard], mmap_mode="r")[manifest["shards"][shard].index(wanted)]
+        keys = np.load(smk.input.keys480[shard], mmap_mode="r")[manifest["shards"][shard].index(wanted)]
         vector = eigenvector(np.asarray(keys, dtype=np.float32), settings, GRID)
         from evaluate.datasets import CocoDataset
 
         image_path = CocoDataset(params["images"], params["annotations"]).image_path(wanted)
         figure = out / f"eigenvector_{params['name']}_{wanted}.png"
-        eigenvector_figure(image_path, vector, figure, title=f"{smk.params.reference}: image {wanted}, {settings.name}")
+        eigenvector_figure(image_path, vector, figure, title=f"{smk.params.reference}, image {wanted}")
         files.append(figure)
     log.info("wrote %d figures", len(files))

@@ -17,3 +17,39 @@ def coco_mini() -> Path:
     if not (COCO_MINI / "annotations.json").is_file():
         pytest.skip(f"real data absent: {COCO_MINI} not found (it lies in ../shared beside the checkout)")
     return COCO_MINI
+
+
+@pytest.fixture(scope="session")
+def seeded_backbone():
+    """vit_small with torch.manual_seed(0) initialisation, eval mode: the tests' 'seeded backbone'."""
+    import torch
+
+    from evaluate.backbone import vit_small
+
+    torch.manual_seed(0)
+    return vit_small().eval()
+
+
+@pytest.fixture(scope="session")
+def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
+    """keys480 and tokens224 of all 159 coco2017-mini images through the seeded backbone, extracted ONCE per test
+    session by the product's own `extract_shard` (float16, shards of 32 in sorted image-id order).
+
+    Returns {"val": (CocoDataset, manifest, [shard dirs]), "train": (...)}; several test modules share it so the
+    slow forward passes run once.
+    """
+    from evaluate.datasets import CocoDataset
+    from evaluate.features import extract_shard
+
+    root = tmp_path_factory.mktemp("coco_mini_features")
+    out = {}
+    for split, annotations in (("val", "annotations.json"), ("train", "annotations_train.json")):
+        dataset = CocoDataset(coco_mini / "images", coco_mini / annotations)
+        manifest = dataset.manifest(32)
+        dirs = [
+            extract_shard(seeded_backbone, dataset, ids, root / split / f"{n:03d}", batch_size=8,
+                          meta={"manifest_sha256": manifest["manifest_sha256"]})
+            for n, ids in enumerate(manifest["shards"])
+        ]
+        out[split] = (dataset, manifest, dirs)
+    return out

@@ -669,41 +669,35 @@ def test_coco_results_loadable_by_cocoeval_api():
 
 @pytest.mark.coco
 @pytest.mark.slow
-def test_coco_mini_tokencut_setting_matches_dense_reference(coco_mini):
-    torch = pytest.importorskip("torch")
-    from evaluate.backbone import vit_small
-    from evaluate.images import keys480_input, open_rgb
+def test_coco_mini_tokencut_setting_matches_dense_reference(coco_mini_features):
+    """keys480 of all 79 coco2017-mini val images through the seeded backbone, as the product stores them."""
+    from evaluate.features import FeatureReader
 
-    annotations = json.loads((coco_mini / "annotations.json").read_text())
-    images = sorted(annotations["images"], key=lambda im: im["id"])
-    torch.manual_seed(0)
-    model = vit_small().eval()
+    _, _, dirs = coco_mini_features["val"]
+    reader = FeatureReader(dirs)
     stats = SolverStats()
     identical, tied, differing = 0, 0, []
-    with torch.no_grad():
-        for start in range(0, len(images), 8):
-            batch = images[start : start + 8]
-            x = torch.stack([keys480_input(open_rgb(coco_mini / "images" / im["file_name"])) for im in batch])
-            keys = model.last_keys(x).numpy()
-            for im, image_keys in zip(batch, keys):
-                (ours,) = ncut_decode(image_keys, TOKENCUT, stats=stats)
-                ref_mask, x_ref, _ = reference_tokencut(image_keys)
-                mask = ours.mask.ravel()
-                if np.array_equal(mask, ref_mask):
-                    identical += 1
-                    continue
-                seed_margin, split_margin = margins(x_ref)
-                is_tie = any(np.array_equal(mask, m) for m in reference_tied_masks(x_ref))
-                tied += is_tie
-                report = (
-                    f"image {im['id']}: {np.count_nonzero(mask != ref_mask)} patches differ, IoU "
-                    f"{iou(mask, ref_mask):.4f}, seed margin {seed_margin:.3g}, split margin {split_margin:.3g}"
-                    + (" (exact seed tie: ours is the reference's mask for another tied seed)" if is_tie else "")
-                )
-                print(report)
-                if not is_tie:
-                    differing.append((report, iou(mask, ref_mask)))
-    total = len(images)
+    for shard_ids, shard_keys in reader.iter_shards("keys480"):
+        keys = np.asarray(shard_keys, dtype=np.float32)
+        for image_id, image_keys in zip(shard_ids, keys):
+            (ours,) = ncut_decode(image_keys, TOKENCUT, stats=stats)
+            ref_mask, x_ref, _ = reference_tokencut(image_keys)
+            mask = ours.mask.ravel()
+            if np.array_equal(mask, ref_mask):
+                identical += 1
+                continue
+            seed_margin, split_margin = margins(x_ref)
+            is_tie = any(np.array_equal(mask, m) for m in reference_tied_masks(x_ref))
+            tied += is_tie
+            report = (
+                f"image {image_id}: {np.count_nonzero(mask != ref_mask)} patches differ, IoU "
+                f"{iou(mask, ref_mask):.4f}, seed margin {seed_margin:.3g}, split margin {split_margin:.3g}"
+                + (" (exact seed tie: ours is the reference's mask for another tied seed)" if is_tie else "")
+            )
+            print(report)
+            if not is_tie:
+                differing.append((report, iou(mask, ref_mask)))
+    total = len(reader)
     print(f"coco2017-mini val: {identical}/{total} identical, {tied} differ only by an exact seed tie; "
           f"{stats.as_dict()}")
     assert total == 79

@@ -363,7 +363,7 @@ def test_label_maps_on_coco_mini(coco_mini):
 @pytest.mark.coco
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:lbfgs failed to converge")
-def test_probe_parity_with_scikit_learn_on_coco_mini(coco_mini):
+def test_probe_parity_with_scikit_learn_on_coco_mini(coco_mini_features):
     """Seeded random vit_small tokens224 of coco2017-mini: train on the 80 train images, score the 79 val images.
 
     Our probe's patch accuracy is within 1.0 point of scikit-learn's LogisticRegression with the matched penalty
@@ -371,29 +371,21 @@ def test_probe_parity_with_scikit_learn_on_coco_mini(coco_mini):
     """
     from sklearn.linear_model import LogisticRegression
 
-    from evaluate.backbone import vit_small
-    from evaluate.images import open_rgb, tokens224_input
+    from evaluate.features import FeatureReader
 
-    torch.manual_seed(0)
-    model = vit_small().eval()
-    val = _read_coco(coco_mini / "annotations.json")
-    train = _read_coco(coco_mini / "annotations_train.json")
-    classes = class_index(train.getCatIds())
+    train_ds, _, train_dirs = coco_mini_features["train"]
+    val_ds, _, val_dirs = coco_mini_features["val"]
+    classes = class_index(train_ds.category_ids)
 
-    def read(coco):
-        ids = sorted(coco.getImgIds())
-        toks, maps = [], []
-        with torch.inference_mode():
-            for s in range(0, len(ids), 16):
-                batch = [tokens224_input(open_rgb(coco_mini / "images" / coco.imgs[i]["file_name"]))
-                         for i in ids[s : s + 16]]
-                toks.append(model.tokens(torch.stack(batch)).numpy())
-        for i in ids:
-            maps.append(label_map224(label_map(coco, i, classes)))
-        return ids, np.concatenate(toks), maps
+    def read(dataset, dirs):
+        reader = FeatureReader(dirs)
+        toks = np.stack([reader.tokens224(i) for i in range(len(reader))])
+        maps = [label_map224(label_map(dataset.coco, i, classes)) for i in reader.image_ids]
+        return reader.image_ids, toks, maps
 
-    _, train_tokens, train_maps = read(train)
-    val_ids, val_tokens, val_maps = read(val)
+    train, val = (train_ds, train_dirs), (val_ds, val_dirs)
+    _, train_tokens, train_maps = read(*train)
+    val_ids, val_tokens, val_maps = read(*val)
     train_labels = np.concatenate([patch_labels(m) for m in train_maps])
     x = train_tokens.reshape(-1, 384)
     lam = 1e-4

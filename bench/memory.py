@@ -1,0 +1,144 @@
+"""Peak resident memory of every stage against data-set size: the workflow must stream through shards.
+
+In one run, the real workflow (one seeded checkpoint, decoder and probe) is run twice on coco2017-mini photos:
+an eval data set of --small and of --large images (select and probe-train sets stay at 10 images each). Snakemake's
+own per-job benchmark files give each job's peak RSS (max_rss, MB); the bench prints, per rule, the largest peak
+of any job of that rule for both sizes, and their ratio. Target: the larger within 1.2x of the smaller.
+
+    python bench/memory.py [--small 30] [--large 150] [--shard-size 10] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
+RULES = ("extract", "sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder", "probe", "scores",
+         "tables")
+
+
+def pooled_subset(out: Path, name: str, image_ids: list[int], pooled: dict) -> Path:
+    """A COCO JSON of `image_ids` taken from the pooled val + train annotations."""
+    wanted = set(image_ids)
+    data = {
+        "info": pooled["info"], "licenses": pooled["licenses"], "categories": pooled["categories"],
+        "images": [im for im in pooled["images"] if im["id"] in wanted],
+        "annotations": [a for a in pooled["annotations"] if a["image_id"] in wanted],
+    }
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def experiment(root: Path, n_eval: int, shard_size: int, pooled: dict, checkpoint: Path) -> dict:
+    ids = sorted(im["id"] for im in pooled["images"])
+    sets = {"eval": ids[:n_eval], "select": ids[-20:-10], "train": ids[-10:]}
+    datasets = {}
+    for name, roles in (("eval", ["eval"]), ("select", ["select"]), ("train", ["probe-train"])):
+        ann = pooled_subset(root, name, sets[name], pooled)
+        datasets[name] = {"images": str(COCO_MINI / "images"), "annotations": str(ann), "roles": roles}
+    return {
+        "checkpoints": {"seeded": {"path": str(checkpoint), "run": "bench", "epoch": 0}},
+        "datasets": datasets,
+        "reference_checkpoint": "seeded",
+        "features": {"shard_size": shard_size, "batch_size": 8, "threads": 2},
+        "decoder": {"sweep": {"tau": [0.2], "eps": [1e-5], "foreground": ["seed"], "split": ["mean"],
+                              "component": ["seed"]}},
+        "probe": {"max_iter": 50},
+        "bootstrap": {"resamples": 1000},
+    }
+
+
+def peak_rss_by_rule(work: Path) -> dict[str, float]:
+    peaks: dict[str, float] = {}
+    for rule in RULES:
+        for tsv in (work / "benchmarks" / rule).rglob("*.tsv") if (work / "benchmarks" / rule).exists() else []:
+            with open(tsv) as handle:
+                for row in csv.DictReader(handle, delimiter="\t"):
+                    try:
+                        peaks[rule] = max(peaks.get(rule, 0.0), float(row["max_rss"]))
+                    except (KeyError, ValueError):
+                        pass
+        tsv = work / "benchmarks" / f"{rule}.tsv"
+        if tsv.exists():
+            with open(tsv) as handle:
+                for row in csv.DictReader(handle, delimiter="\t"):
+                    peaks[rule] = max(peaks.get(rule, 0.0), float(row["max_rss"]))
+    return peaks
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", type=int, default=30)
+    parser.add_argument("--large", type=int, default=150)
+    parser.add_argument("--shard-size", type=int, default=10)
+    parser.add_argument("--keep", type=Path, help="keep the working folders here instead of a temporary folder")
+    args = parser.parse_args()
+    if not (COCO_MINI / "annotations.json").is_file():
+        print(f"bench/memory.py needs {COCO_MINI} (coco2017-mini); it is absent here", file=sys.stderr)
+        return 2
+    pooled = json.loads((COCO_MINI / "annotations.json").read_text())
+    train = json.loads((COCO_MINI / "annotations_train.json").read_text())
+    pooled["images"] += train["images"]
+    pooled["annotations"] += train["annotations"]
+    if args.large > len(pooled["images"]):
+        parser.error(f"--large {args.large}: coco2017-mini has {len(pooled['images'])} images")
+
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-memory-"))
+    root.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(REPO))
+    from evaluate.demo import make_demo_checkpoint
+
+    checkpoint = root / "seeded.pth"
+    make_demo_checkpoint(checkpoint, "dino-backbone", seed=0)
+    peaks, walls = {}, {}
+    for n in (args.small, args.large):
+        work = root / f"n{n}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        (work / "config.yaml").write_text(yaml.safe_dump(experiment(work, n, args.shard_size, pooled, checkpoint)))
+        started = time.time()
+        proc = subprocess.run(
+            [str(Path(sys.executable).parent / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory",
+             str(work), "--configfile", str(work / "config.yaml"), "--cores", "2", "--quiet", "all"],
+            capture_output=True, text=True,
+        )
+        walls[n] = time.time() - started
+        if proc.returncode != 0:
+            print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
+            return 1
+        peaks[n] = peak_rss_by_rule(work)
+        print(f"{n} eval images: workflow finished in {walls[n]:.0f} s", flush=True)
+
+    small, large = peaks[args.small], peaks[args.large]
+    print(f"\npeak RSS per job (MB, largest job of each rule), eval data set of {args.small} vs {args.large} images "
+          f"(shards of {args.shard_size}):")
+    print(f"{'rule':16s} {args.small:>10d} {args.large:>10d}   ratio")
+    worst = 0.0
+    for rule in RULES:
+        if rule in small and rule in large:
+            ratio = large[rule] / small[rule]
+            worst = max(worst, ratio)
+            print(f"{rule:16s} {small[rule]:10.0f} {large[rule]:10.0f}   {ratio:.2f}x")
+    overall = max(large.values()) / max(small.values())
+    print(f"\nlargest job overall: {max(small.values()):.0f} MB vs {max(large.values()):.0f} MB -> {overall:.2f}x "
+          f"(target <= 1.2x); worst rule {worst:.2f}x")
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

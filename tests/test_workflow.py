@@ -1,0 +1,172 @@
+"""The Snakemake workflow end to end on a tiny demo: every stage runs, and a re-run does only what changed.
+
+A copy of the repository's code (evaluate/, decoders/, workflow/, Snakefile) runs a tiny experiment (three demo
+data sets of two images, one demo checkpoint, a two-setting sweep) for real, then dry runs show:
+- nothing to do on an unchanged config;
+- after adding one checkpoint, only that checkpoint's jobs (extraction, decoding, scoring, probe), not the sweep;
+- after editing what code in evaluate/ does, the jobs that depend on it re-run; editing a comment re-runs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+
+pytestmark = pytest.mark.slow
+
+
+def tiny_config(checkpoints: dict) -> dict:
+    def demo_set(name, n, seed, first, roles, **extra):
+        return {
+            "images": f"results/demo/datasets/{name}/images",
+            "annotations": f"results/demo/datasets/{name}/annotations.json",
+            "roles": roles,
+            "demo": {"n_images": n, "seed": seed, "first_image_id": first},
+            **extra,
+        }
+
+    return {
+        "checkpoints": checkpoints,
+        "datasets": {
+            "sel": demo_set("sel", 2, 1, 1, ["select"]),
+            "train": demo_set("train", 2, 2, 101, ["probe-train"]),
+            "val": demo_set("val", 2, 3, 201, ["eval"], sealed=True, budget=10),
+        },
+        "reference_checkpoint": "a",
+        "compare_to": "a",
+        "features": {"shard_size": 1, "batch_size": 2, "threads": 1},
+        "decoder": {"sweep": {"tau": [0.2], "eps": [1e-5], "foreground": ["seed"], "split": ["mean"],
+                              "component": ["seed", "all"]}},
+        "probe": {"max_iter": 20},
+        "bootstrap": {"resamples": 200, "seed": 0},
+        "figures": {"overlay_images": 2},
+    }
+
+
+def checkpoint_entry(name: str, fmt: str, seed: int, epoch: int) -> dict:
+    return {"path": f"results/demo/checkpoints/{name}.pth", "run": "tiny", "epoch": epoch,
+            "demo": {"format": fmt, "seed": seed}}
+
+
+class Workspace:
+    """A copy of the code (so edits to it are safe) and a working directory with a config."""
+
+    def __init__(self, root: Path):
+        self.code = root / "code"
+        self.work = root / "work"
+        for part in ("evaluate", "decoders", "workflow", "Snakefile", "config.yaml", "pyproject.toml"):
+            src = REPO / part
+            if src.is_dir():
+                shutil.copytree(src, self.code / part, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                self.code.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, self.code / part)
+        self.work.mkdir()
+
+    def write_config(self, config: dict) -> None:
+        (self.work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def snakemake(self, *args: str, check: bool = True) -> str:
+        env = dict(os.environ, PYTHONPATH=str(self.code))
+        proc = subprocess.run(
+            [str(SNAKEMAKE), "--snakefile", str(self.code / "Snakefile"), "--directory", str(self.work),
+             "--configfile", str(self.work / "config.yaml"), "--cores", "2", *args],
+            capture_output=True, text=True, env=env, timeout=1800,
+        )
+        out = proc.stdout + proc.stderr
+        if check and proc.returncode != 0:
+            raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{out[-6000:]}")
+        return out
+
+
+def planned_jobs(dry_run_output: str) -> dict[str, int]:
+    """rule -> count from the 'Job stats' table of a dry run ({} when there is nothing to be done)."""
+    jobs: dict[str, int] = {}
+    if "Nothing to be done" in dry_run_output:
+        return jobs
+    table = dry_run_output.split("Job stats:", 1)[1]
+    for line in table.splitlines()[3:]:
+        m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if not m:
+            break
+        if m.group(1) != "total":
+            jobs[m.group(1)] = int(m.group(2))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Workspace:
+    ws = Workspace(tmp_path_factory.mktemp("workflow"))
+    ws.write_config(tiny_config({"a": checkpoint_entry("a", "dino-backbone", 0, 100)}))
+    ws.snakemake()
+    return ws
+
+
+def test_a_full_run_produces_every_stage_s_outputs(finished):
+    results = finished.work / "results"
+    for shard in ("000", "001"):
+        for name in ("keys480.npy", "tokens224.npy", "image_ids.json", "meta.json"):
+            assert (results / "features" / "a" / "val" / shard / name).is_file()
+    selected = yaml.safe_load((results / "decoder" / "selected.yaml").read_text())
+    assert selected["n_settings"] == 2
+    scores = (results / "ledger" / "scores.csv").read_text().splitlines()
+    measures = {line.split(",")[6] for line in scores[1:]}
+    assert {"jaccard", "ap", "ap50", "ar10", "corloc", "probe_miou", "probe_accuracy"} <= measures
+    assert any(p.suffix == ".md" for p in (results / "tables").iterdir())
+    assert any(p.suffix == ".png" for p in (results / "figures").iterdir())
+    verify = subprocess.run([sys.executable, "-m", "evaluate.ledger", "verify", str(results / "ledger")],
+                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(finished.code)))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_an_unchanged_config_has_nothing_to_do(finished):
+    assert planned_jobs(finished.snakemake("--dry-run")) == {}
+
+
+def test_adding_a_checkpoint_plans_only_its_jobs_and_not_the_sweep(finished):
+    config = yaml.safe_load((finished.work / "config.yaml").read_text())
+    config["checkpoints"]["b"] = checkpoint_entry("b", "selfpatch-train", 1, 200)
+    finished.write_config(config)
+    try:
+        out = finished.snakemake("--dry-run")
+    finally:
+        config["checkpoints"].pop("b")
+        finished.write_config(config)
+    jobs = planned_jobs(out)
+    assert jobs.get("extract") == 6, jobs  # 3 data sets x 2 shards, checkpoint b only
+    assert jobs.get("decode") == 2 and jobs.get("score_decoder") == 1 and jobs.get("probe") == 1, jobs
+    assert "sweep_decode" not in jobs and "select_setting" not in jobs and "manifest" not in jobs, jobs
+    assert "checkpoint=a" not in out
+    assert set(re.findall(r"checkpoint=(\w+)", out)) == {"b"}
+
+
+def test_editing_evaluate_code_reruns_its_jobs_but_a_comment_does_not(finished):
+    backbone = finished.code / "evaluate" / "backbone.py"
+    original = backbone.read_text()
+    try:
+        backbone.write_text(original + "\n# a comment changes nothing the code does\n")
+        assert planned_jobs(finished.snakemake("--dry-run")) == {}
+        backbone.write_text(original + "\nUNUSED_CONSTANT = 1\n")
+        jobs = planned_jobs(finished.snakemake("--dry-run"))
+        assert jobs.get("extract") == 6, jobs  # every shard of checkpoint a: its features depend on backbone.py
+        assert "demo_dataset" not in jobs, jobs
+    finally:
+        backbone.write_text(original)
+    ledger = finished.code / "evaluate" / "tables.py"
+    original = ledger.read_text()
+    try:
+        ledger.write_text(original + "\nUNUSED_CONSTANT = 1\n")
+        jobs = planned_jobs(finished.snakemake("--dry-run"))
+        assert "extract" not in jobs, jobs  # table code is not what features depend on
+    finally:
+        ledger.write_text(original)
