@@ -22,7 +22,7 @@ from typing import Any
 
 from evaluate import EvaluationError
 
-NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 ROLES = ("select", "eval", "probe-train")
 
 
@@ -32,7 +32,7 @@ class ConfigError(EvaluationError):
 
 def check_name(name: str, where: str) -> str:
     """`name` if it is safe as a single path component, else a ConfigError naming `where`."""
-    if not isinstance(name, str) or not NAME_RE.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name in (".", ".."):
         raise ConfigError(
             f"config.yaml: {where} name {name!r} is not allowed: names become folders under results/, "
             "so use only letters, digits, '.', '_' and '-' (and not '.' or '..')"
@@ -70,7 +70,7 @@ def _pattern_regex(pattern: str) -> tuple[str, re.Pattern]:
     regex = ""
     for part in parts:
         if part == "{run}":
-            regex += r"(?P<run>[A-Za-z0-9._-]+?)"
+            regex += r"(?P<run>[^/]+?)"
         elif part == "{epoch}":
             regex += r"(?P<epoch>\d+)"
         else:
@@ -87,6 +87,7 @@ def discover_checkpoints(pattern: str, prefix: str = "", which: str = "teacher")
         if not m:
             continue
         run, epoch = m.group("run"), int(m.group("epoch"))
+        check_name(run, f"checkpoint_globs: the run read from {path!r} by pattern {pattern!r}:")
         name = check_name(f"{prefix}{run}-ep{epoch:04d}", f"checkpoint discovered from {path}:")
         found.append(Checkpoint(name=name, path=path, run=run, epoch=epoch, which=which))
     return sorted(found, key=lambda c: (c.run, c.epoch))
@@ -97,6 +98,7 @@ def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
     table: dict[str, Checkpoint] = {}
     for name, entry in (config.get("checkpoints") or {}).items():
         check_name(name, "checkpoints:")
+        check_name(str(entry.get("run", name)), f"checkpoints.{name}.run:")
         table[name] = Checkpoint(
             name=name,
             path=str(entry["path"]),
@@ -139,6 +141,15 @@ def dataset_table(config: dict[str, Any]) -> dict[str, Dataset]:
             demo=entry.get("demo"),
         )
     return table
+
+
+def check_config_names(config: dict[str, Any]) -> None:
+    """Refuse unsafe checkpoint and data-set names with a plain message, before schema validation words it."""
+    for section in ("checkpoints", "datasets"):
+        entries = config.get(section)
+        if isinstance(entries, dict):
+            for name in entries:
+                check_name(name, f"{section}:")
 
 
 @dataclass

@@ -84,6 +84,11 @@ def extract_shard(
     # An old meta.json would vouch for the files about to be replaced: remove it before anything else.
     with contextlib.suppress(FileNotFoundError):
         (out / META).unlink()
+    # An earlier attempt killed halfway (SIGKILL, power loss) cannot clean up its temporary files; only one job
+    # writes a shard folder, so any `.tmp-*` here now is stale and would otherwise stay forever.
+    for stale in out.glob(".tmp-*"):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
     if threads:
         torch.set_num_threads(int(threads))
     model = model.to(device).eval()

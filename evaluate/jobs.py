@@ -9,6 +9,7 @@ traceback to dig through; any other exception is a bug and keeps its full traceb
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import Any, Callable
@@ -47,6 +48,8 @@ def run_job(smk: Any, job: Callable[[Any], None]) -> None:
         level=logging.INFO, stream=stream, force=True, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     log = logging.getLogger(f"rule.{smk.rule}")
+    # matplotlib's font cache stays inside the working directory (read-only HOME on cluster nodes is fine)
+    os.environ.setdefault("MPLCONFIGDIR", os.path.abspath(os.path.join(".snakemake", "matplotlib")))
     try:
         import torch
 

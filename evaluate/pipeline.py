@@ -82,6 +82,14 @@ def manifest_job(smk) -> None:
     from evaluate.atomic import write_json
 
     dataset = open_dataset(smk.params.dataset)
+    roles = smk.params.dataset.get("roles") or []
+    if roles and not dataset.has_labels:
+        from evaluate.datasets import DatasetError
+
+        raise DatasetError(
+            f"{smk.params.dataset['annotations']}: holds no annotations, but data set "
+            f"{smk.params.dataset['name']!r} has role(s) {', '.join(roles)}, which score against labels"
+        )
     dataset.validate_files()
     manifest = dataset.manifest(int(smk.params.shard_size))
     manifest["dataset"] = smk.params.dataset["name"]
@@ -175,7 +183,7 @@ def _record_common(smk, dataset_params: dict, role: str) -> dict:
         "checkpoint_sha256": sha256_file(smk.input.checkpoint),
         "dataset": dataset_params["name"],
         "role": role,
-        "config_hash": config_hash(smk.params.config),
+        "config_hash": config_hash(smk.config),
     }
 
 
@@ -445,7 +453,7 @@ def select_setting_job(smk) -> None:
     record = make_record(
         kind="sweep", checkpoint=ckpt["name"], run=ckpt["run"], epoch=ckpt["epoch"],
         checkpoint_sha256=sha256_file(smk.input.checkpoint), dataset=params["name"], role="select",
-        setting=settings.name, config_hash=config_hash(smk.params.config), opening_row_sha256=labels.row_sha256,
+        setting=settings.name, config_hash=config_hash(smk.config), opening_row_sha256=labels.row_sha256,
         measures=[measure], started=started,
     )
     write_record(smk.output.record, record, replace=True)

@@ -4,10 +4,11 @@ import re
 
 from snakemake.utils import validate
 
-from evaluate.experiment import Experiment
+from evaluate.experiment import Experiment, check_config_names
 from evaluate.provenance import source_hash
 
 
+check_config_names(config)
 validate(config, schema="../schemas/config.schema.yaml")
 EXP = Experiment(config)
 CHECKPOINTS = EXP.checkpoints
@@ -30,7 +31,8 @@ CODE = {
     "decoder": source_hash(["decoders"]),
     "scores": source_hash(["decoders", "evaluate/scores.py", "evaluate/datasets.py", "evaluate/ledger.py"]),
     "probe": source_hash(["evaluate/probe.py", "evaluate/scores.py", "evaluate/datasets.py", "evaluate/ledger.py"]),
-    "demo": source_hash(["evaluate/demo.py", "evaluate/checkpoints.py", "evaluate/backbone.py"]),
+    "demo_dataset": source_hash(["evaluate/demo.py"]),
+    "demo_checkpoint": source_hash(["evaluate/demo.py", "evaluate/checkpoints.py", "evaluate/backbone.py"]),
 }
 
 
@@ -106,7 +108,8 @@ def all_targets(wildcards):
 
 def dataset_params(name):
     d = DATASETS[name]
-    return {"name": name, "images": d.images, "annotations": d.annotations, "sealed": d.sealed, "budget": d.budget}
+    return {"name": name, "images": d.images, "annotations": d.annotations, "roles": list(d.roles),
+            "sealed": d.sealed, "budget": d.budget}
 
 
 def checkpoint_params(name):

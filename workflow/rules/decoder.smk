@@ -41,7 +41,6 @@ rule select_setting:
         checkpoint=checkpoint_params(REFERENCE),
         decoder=DECODER,
         bootstrap=config.get("bootstrap", {}),
-        config=config,
         code=CODE["scores"],
     threads: 1
     resources:
@@ -108,7 +107,6 @@ rule score_decoder:
         checkpoint=lambda w: checkpoint_params(w.checkpoint),
         dataset=lambda w: dataset_params(w.dataset),
         bootstrap=config.get("bootstrap", {}),
-        config=config,
         code=CODE["scores"],
     threads: 1
     resources:

@@ -11,7 +11,7 @@ rule demo_dataset:
         images=directory("results/demo/datasets/{dataset}/images"),
     params:
         demo=lambda w: DATASETS[w.dataset].demo,
-        code=CODE["demo"],
+        code=CODE["demo_dataset"],
     wildcard_constraints:
         dataset=_alternatives(DEMO_DATASETS),
     log:
@@ -27,7 +27,7 @@ rule demo_checkpoint:
         "results/demo/checkpoints/{checkpoint}.pth",
     params:
         demo=lambda w: CHECKPOINTS[w.checkpoint].demo,
-        code=CODE["demo"],
+        code=CODE["demo_checkpoint"],
     wildcard_constraints:
         checkpoint=_alternatives(DEMO_CHECKPOINTS),
     log:

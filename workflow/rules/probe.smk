@@ -28,7 +28,6 @@ rule probe:
         evals=[dataset_params(d) for d in EVAL_DATASETS],
         probe=config.get("probe", {}),
         bootstrap=config.get("bootstrap", {}),
-        config=config,
         code=CODE["probe"],
     threads: 2
     resources:

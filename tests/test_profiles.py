@@ -1,0 +1,204 @@
+"""The Snakemake profiles (workflow/profiles/*) and the SLURM scripts beside them: static checks, no cluster needed.
+
+The SLURM run itself is `make slurm-test` (workflow/profiles/slurm/slurm-test.sh); these tests guard the settings
+whose loss would make that run hang or fail: the `squeue` status command (without slurmdbd the plugin's default
+`sacct` fails on every poll and Snakemake waits forever), the short first status check, a MinJobAge long enough for
+`squeue` to still see finished jobs, the partition the profile asks for, and per-rule overrides that name real rules.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILES = REPO / "workflow" / "profiles"
+SLURM = PROFILES / "slurm"
+SCRIPTS = ["slurm-up.sh", "slurm-down.sh", "slurm-test.sh"]
+# sbatch options the plugin (2.8.0) sets itself and refuses inside `slurm_extra` (a WorkflowError at submission).
+PLUGIN_OWNED_SBATCH_OPTIONS = re.compile(
+    r"(--(job-name|output|error|parsable|export|comment|workdir|account|partition|mem|mem-per-cpu|ntasks"
+    r"|ntasks-per-gpu|cpus-per-task|cpus-per-gpu|time|constraint|qos|nodes|clusters|gres|gpus)\b)"
+    r"|(^|[\s'\"])-(J|o|e|D|A|p|n|c|t|C|N)\b"
+)
+
+
+def load_profile(name: str) -> dict:
+    with open(PROFILES / name / "config.yaml") as handle:
+        profile = yaml.safe_load(handle)
+    assert isinstance(profile, dict), f"workflow/profiles/{name}/config.yaml is not a mapping"
+    return profile
+
+
+def workflow_rule_names() -> set[str]:
+    """Every `rule NAME:` and `checkpoint NAME:` in the Snakefile and workflow/rules/*.smk."""
+    pattern = re.compile(r"^(?:rule|checkpoint)\s+([A-Za-z_][A-Za-z0-9_]*)\s*:", re.MULTILINE)
+    names: set[str] = set()
+    for path in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
+        names |= set(pattern.findall(path.read_text()))
+    return names
+
+
+def commented_set_resources(text: str) -> dict:
+    """The commented `# set-resources:` example of a profile, parsed as YAML ({} when the profile has none)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == "# set-resources:"), None)
+    if start is None:
+        return {}
+    block = ["set-resources:"]
+    for line in lines[start + 1 :]:
+        if not line.startswith("#   "):
+            break
+        block.append(line[2:])
+    return yaml.safe_load("\n".join(block))["set-resources"] or {}
+
+
+def slurm_conf_settings() -> dict[str, str]:
+    """KEY=VALUE lines of the slurm.conf that slurm-up.sh writes (its heredoc), first word of each line."""
+    text = (SLURM / "slurm-up.sh").read_text()
+    body = text.split("<<EOF", 1)[1].split("\nEOF", 1)[0]
+    settings = {}
+    for line in body.splitlines():
+        if line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split(None, 1)[0].split("=", 1)
+        settings[key] = value
+        settings[f"{key}:line"] = line
+    return settings
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in PROFILES.glob("*/config.yaml")))
+def test_profile_parses_and_names_known_options(name):
+    profile = load_profile(name)
+    # Profile keys are snakemake's long options without the dashes; a typo would be an error at run time.
+    assert all(re.fullmatch(r"[a-z][a-z0-9-]*", key) for key in profile), sorted(profile)
+    resources = profile.get("default-resources", {})
+    assert isinstance(resources, dict)
+    assert isinstance(resources.get("mem_mb"), int) and resources["mem_mb"] > 0
+    assert isinstance(resources.get("runtime"), int) and resources["runtime"] > 0
+
+
+@pytest.fixture(scope="module")
+def snakemake_options() -> set[str]:
+    """Snakemake's long options without dashes, the executor plugins' included (about 2 s to import)."""
+    from snakemake.cli import get_argument_parser
+
+    parser = get_argument_parser()
+    return {o[2:] for action in parser._actions for o in action.option_strings if o.startswith("--")}
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in PROFILES.glob("*/config.yaml")))
+def test_profile_keys_are_snakemake_options(name, snakemake_options):
+    keys = set(load_profile(name))
+    plugin_keys = {k for k in keys if k.startswith("slurm-")}
+    if plugin_keys and "slurm-status-command" not in snakemake_options:
+        pytest.skip("snakemake-executor-plugin-slurm is not installed (make slurm-test installs it)")
+    assert keys <= snakemake_options, sorted(keys - snakemake_options)
+
+
+def test_both_profiles_exist():
+    assert {"local", "slurm"} <= {p.parent.name for p in PROFILES.glob("*/config.yaml")}
+
+
+def test_slurm_profile_avoids_the_sacct_hang():
+    profile = load_profile("slurm")
+    assert profile["executor"] == "slurm"
+    # Without slurmdbd, `sacct` fails on every poll and Snakemake never sees the jobs finish.
+    assert profile["slurm-status-command"] == "squeue"
+    init = profile["slurm-init-seconds-before-status-checks"]
+    assert isinstance(init, int) and init == 5
+    assert isinstance(profile["jobs"], int) and profile["jobs"] >= 2
+    assert isinstance(profile["latency-wait"], int) and profile["latency-wait"] >= 5
+
+
+def test_slurm_conf_keeps_finished_jobs_long_enough_for_squeue():
+    conf = slurm_conf_settings()
+    min_job_age = int(conf["MinJobAge"])
+    init = load_profile("slurm")["slurm-init-seconds-before-status-checks"]
+    # The plugin switches back to sacct when MinJobAge < 3 x init seconds, and its polls back off up to 180 s:
+    # a job forgotten by slurmctld before it is polled stays "running" forever.
+    assert min_job_age >= 3 * init
+    assert min_job_age >= 10 * 180
+    assert conf["AccountingStorageType"] == "accounting_storage/none"
+    assert conf["ProctrackType"] == "proctrack/linuxproc" and conf["TaskPlugin"] == "task/none"
+    # Without a default, an sbatch without --mem takes the whole node's memory and jobs run one at a time.
+    assert int(conf["DefMemPerCPU"]) > 0
+
+
+def test_slurm_profile_partition_is_the_one_slurm_up_creates():
+    conf = slurm_conf_settings()
+    partition = load_profile("slurm")["default-resources"]["slurm_partition"]
+    assert conf["PartitionName"] == partition == "debug"
+    assert "Default=YES" in conf["PartitionName:line"]
+
+
+def test_workflow_rule_names_are_found():
+    names = workflow_rule_names()
+    # The parser must see the rules the profile may override; `extract` is the GPU example's target.
+    assert {"all", "extract", "manifest"} <= names
+
+
+def test_set_resources_name_existing_rules_and_leave_plugin_options_alone():
+    text = (SLURM / "config.yaml").read_text()
+    profile = load_profile("slurm")
+    active = profile.get("set-resources") or {}
+    example = commented_set_resources(text)
+    # The GPU example for `extract` is documented in the profile (commented out: this machine has no GPU).
+    assert "extract" in example, "the commented set-resources example for `extract` is missing or unparsable"
+    assert example["extract"].get("gpu") == 1 or "gpu" in str(example["extract"].get("gres", ""))
+    names = workflow_rule_names()
+    for source, overrides in (("set-resources", active), ("commented set-resources", example)):
+        assert isinstance(overrides, dict)
+        for rule, resources in overrides.items():
+            assert rule in names, f"{source} in workflow/profiles/slurm/config.yaml names no rule: {rule}"
+            assert isinstance(resources, dict) and resources, f"{source}: {rule} sets nothing"
+            extra = str(resources.get("slurm_extra", ""))
+            assert not PLUGIN_OWNED_SBATCH_OPTIONS.search(extra), f"{source}: {rule}: slurm_extra {extra!r}"
+
+
+def test_plugin_owned_options_pattern_catches_gres():
+    # The guard above must be able to fail.
+    assert PLUGIN_OWNED_SBATCH_OPTIONS.search("'--gres=gpu:1'")
+    assert PLUGIN_OWNED_SBATCH_OPTIONS.search("'-p gpu'")
+    assert not PLUGIN_OWNED_SBATCH_OPTIONS.search("'--mail-type=FAIL'")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_script_is_valid_bash(script):
+    path = SLURM / script
+    text = path.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in text
+    result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_stop_processes_by_pid_only(script):
+    text = (SLURM / script).read_text()
+    assert not re.search(r"\b(pkill|killall)\b", text)
+
+
+@pytest.mark.parametrize("script", ["slurm-up.sh", "slurm-down.sh", "slurm-test.sh"])
+def test_scripts_insist_on_root(script):
+    assert re.search(r'\[ "\$\(id -u\)" -eq 0 \]', (SLURM / script).read_text())
+
+
+def test_slurm_test_runs_under_a_kill_timeout_with_the_profile():
+    text = (SLURM / "slurm-test.sh").read_text()
+    assert "timeout -k 30" in text  # a hung run ignores SIGTERM
+    assert "--profile workflow/profiles/slurm" in text
+    assert "snakemake-executor-plugin-slurm==2.8.0" in text
+    assert "trap cleanup EXIT" in text
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_shellcheck(script):
+    result = subprocess.run(["shellcheck", "-S", "warning", str(SLURM / script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
