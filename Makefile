@@ -6,8 +6,9 @@ PY := $(VENV)/bin/python
 SNAKEMAKE := $(VENV)/bin/snakemake
 CORES ?= 2
 PROFILE ?= workflow/profiles/local
+SNAKEMAKE_ARGS ?=
 
-.PHONY: setup run dry-run features tables report verify test check bench slurm-test clean help
+.PHONY: setup run dry-run features tables unlock report verify test check bench slurm-test clean help
 
 help:
 	@echo "make run        set up, then run the whole workflow on config.yaml (the embedded demo as shipped)"
@@ -17,6 +18,7 @@ help:
 	@echo "make tables     regenerate tables and figures from the ledger"
 	@echo "make report     results/report.html (Snakemake's HTML report)"
 	@echo "make verify     check the openings hash chain and every record"
+	@echo "make unlock     release Snakemake's lock after a killed run (then make run resumes)"
 	@echo "make bench      the speed benchmarks in bench/"
 	@echo "make slurm-test run the demo through a real single-node SLURM (needs root; installs Debian packages)"
 
@@ -30,7 +32,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 run: setup
-	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES)
+	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) $(SNAKEMAKE_ARGS)
 	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) --report results/report.html
 
 dry-run: setup
@@ -39,8 +41,14 @@ dry-run: setup
 features: setup
 	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) features
 
+# Only the ledger's rules may run: features, masks and records are taken as they are, even if code changed.
 tables: setup
-	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) --forcerun scores tables figures -- scores tables figures
+	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) --allowed-rules scores tables figures \
+	    --forcerun scores tables figures -- scores tables figures
+
+# After a killed run Snakemake keeps its lock on the working directory; this releases it (outputs stay).
+unlock: setup
+	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) --unlock
 
 report: setup
 	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) --report results/report.html

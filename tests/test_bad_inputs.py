@@ -444,8 +444,9 @@ CONFIG_CASES = [
     ("typo-section", {"~decoder>decodr": None}, ["Additional properties are not allowed", "'decodr' was unexpected"]),
     ("wrong-type", {"features|shard_size": "eight"}, ["'eight' is not of type 'integer'", "['shard_size']"]),
     ("checkpoint-name-with-slash", {"checkpoints|~ckpt-a>runs/ep100": None},
-     ["'runs/ep100' does not match '^[A-Za-z0-9._-]+", "['checkpoints']"]),
-    ("dataset-name-dotdot", {"datasets|~tiny>..": None}, ["'..'", "['datasets']"]),
+     ["config.yaml: checkpoints: name 'runs/ep100' is not allowed", "letters, digits, '.', '_' and '-'"]),
+    ("dataset-name-dotdot", {"datasets|~tiny>..": None},
+     ["config.yaml: datasets: name '..' is not allowed", "names become folders under results/"]),
     ("unknown-reference-checkpoint", {"reference_checkpoint": "ckpt-b"},
      ["config.yaml: reference_checkpoint: 'ckpt-b' is not one of the checkpoints (ckpt-a)"]),
 ]

@@ -26,6 +26,7 @@ rule tables:
             directory("results/tables"),
             patterns=["{name}.md"],
             category="Tables",
+            caption="../report/tables.rst",
         ),
     params:
         compare_to=config.get("compare_to"),
@@ -57,6 +58,7 @@ rule figures:
             directory("results/figures"),
             patterns=["{name}.png"],
             category="Figures",
+            caption="../report/figures.rst",
         ),
     params:
         figures=config.get("figures", {}),
