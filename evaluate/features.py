@@ -103,6 +103,10 @@ def extract_shard(
             tqdm(total=n, unit="img", file=sys.stderr, desc=f"features {out.name}", mininterval=2.0, leave=True)
         )
         use_autocast = bool(autocast) and str(device).startswith("cuda")
+        if str(device).startswith("cuda") and not use_autocast:
+            # float32 on CUDA means float32: no TF32 convolutions (cuDNN's default) in the patch embedding
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
         amp = torch.autocast("cuda", dtype=torch.float16) if use_autocast else contextlib.nullcontext()
         with torch.inference_mode(), amp:
             for start in range(0, n, batch_size):
