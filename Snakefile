@@ -21,5 +21,9 @@ include: "workflow/rules/ledger.smk"
 
 rule all:
     input:
-        all_targets,
+        # named first so every data set's manifest (a Snakemake checkpoint) and every checkpoint file is scheduled
+        # at once, not one after another as the input function below discovers them
+        manifests=expand("results/datasets/{dataset}/manifest.json", dataset=DATASETS),
+        checkpoints=[c.path for c in CHECKPOINTS.values()],
+        outputs=all_targets,
     default_target: True

@@ -3,16 +3,17 @@
 #
 #  1. installs snakemake-executor-plugin-slurm 2.8.0 into the project's venv if it is missing;
 #  2. brings SLURM up (slurm-up.sh: Debian packages if missing, munge + slurmctld + slurmd; needs root);
-#  3. copies the repository (git's tracked and untracked-but-not-ignored files: no results/, .venv, .snakemake,
-#     logs) into a scratch directory and runs `snakemake --profile workflow/profiles/slurm` there, under
-#     `timeout -k 30` (a run that hangs ignores SIGTERM); the user's own results/ are never touched;
+#  3. snapshots the repository once (git's tracked and untracked-but-not-ignored files: no results/, .venv,
+#     .snakemake, logs) into a scratch directory and runs `snakemake --profile workflow/profiles/slurm` in a copy
+#     of it, under `timeout -k 30` (a run that hangs ignores SIGTERM); the user's own results/ are never touched;
 #  4. lists every SLURM job the run submitted with its final state (`squeue --states=all`, the cluster keeps
 #     finished jobs for MinJobAge=3600 s) and fails unless all of them COMPLETED; then checks that a dry run of the
 #     finished copy has nothing left to do;
 #  5. tears SLURM down (unless it was already running before this script), then runs the same workflow locally
-#     (`--profile workflow/profiles/local`) in a fresh copy AT THE SAME PATH, so that nothing path- or
-#     checkout-dependent (absolute paths, the `nogit` code version of a copy without .git) can tell the two apart;
-#     the repository's own results/ are not reused for that reason, and because they may be stale or partial;
+#     (`--profile workflow/profiles/local`) in a fresh copy of the same snapshot AT THE SAME PATH, so that nothing
+#     path- or checkout-dependent (absolute paths; the code version, `nogit:<source hash>` in a copy without .git)
+#     can tell the two apart; the repository's own results/ are not reused for that reason, and because they may
+#     be stale or partial;
 #  6. compares every file under results/tables/ (csv, md, tex) byte for byte, and results/ledger/scores.csv
 #     byte for byte once its timing columns (started, finished, wall_s, max_rss_mb) are set aside; prints which
 #     matched. Exit status 0 only when everything above held.
@@ -57,6 +58,7 @@ submitted_ids() { # the SLURM job ids a Snakemake log reports, comma-separated
 cleanup() {
   local rc=$?
   set +e
+  [ "$rc" -eq 0 ] || echo "slurm-test: exit status $rc" >&2
   if [ -n "$SCRATCH" ] && [ -f "$SCRATCH/slurm-run.log" ]; then
     JOB_IDS=$(submitted_ids "$SCRATCH/slurm-run.log")
   fi
@@ -148,9 +150,11 @@ min_job_age=$(scontrol show config | awk -F= '/^MinJobAge/ {gsub(/[^0-9]/, "", $
 [ "${min_job_age:-0}" -ge 600 ] || die "MinJobAge is ${min_job_age:-unset} s: the squeue status route needs >= 600 s \
 (finished jobs must stay visible longer than the plugin's 180 s poll interval)"
 
-# 3. The workflow through SLURM, in a scratch copy.
+# 3. The workflow through SLURM, in a scratch copy. One snapshot of the checkout feeds both runs, so that edits
+# made to the repository while the test runs cannot make the two runs' code differ.
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/lfse-slurm-test.XXXXXX")
-copy_repository "$SCRATCH/repo"
+copy_repository "$SCRATCH/snapshot"
+cp -a "$SCRATCH/snapshot" "$SCRATCH/repo"
 say "SLURM run in $SCRATCH/repo (timeout ${SLURM_TIMEOUT} s; log $SCRATCH/slurm-run.log)"
 t0=$SECONDS
 slurm_rc=0
@@ -183,8 +187,8 @@ if [ "$STARTED_CLUSTER" -eq 1 ] && [ "${SLURM_TEST_KEEP_CLUSTER:-0}" != 1 ]; the
   STARTED_CLUSTER=0
 fi
 
-# 5. The same workflow locally, in a fresh copy at the same path.
-copy_repository "$SCRATCH/repo"
+# 5. The same workflow locally, in a fresh copy of the same snapshot at the same path.
+mv "$SCRATCH/snapshot" "$SCRATCH/repo"
 say "local run in $SCRATCH/repo (--cores $CORES, timeout ${LOCAL_TIMEOUT} s; log $SCRATCH/local-run.log)"
 t0=$SECONDS
 run_snakemake "$SCRATCH/local-run.log" "$LOCAL_TIMEOUT" --profile workflow/profiles/local --cores "$CORES" \
@@ -239,7 +243,7 @@ while IFS= read -r f; do
     echo "  equal       $f ($(wc -l <"$a") lines; byte for byte once the columns $TIMING_COLUMNS are set aside)"
   else
     echo "  DIFFER      $f"
-    diff -u "$b" "$a" | head -n 20 | sed 's/^/      /'
+    { diff -u "$b" "$a" || true; } | head -n 20 | sed 's/^/      /'
     differ=$((differ + 1))
   fi
 done < <(sort -u <(list_outputs "$SCRATCH/slurm") <(list_outputs "$SCRATCH/local"))
