@@ -515,6 +515,14 @@ def _check_settings(settings) -> NcutSettings:
     return settings
 
 
+def _image_cuts(keys, grid: Sequence[int], solver: str, stats: SolverStats | None) -> _ImageCuts:
+    """One image's cut cache after checking the solver name and the keys' shape against the grid."""
+    if solver not in SOLVERS:
+        raise DecoderError(f"unknown ncut solver {solver!r}; known: {', '.join(SOLVERS)}")
+    keys64, grid_t = check_keys(keys, grid)
+    return _ImageCuts(keys64, grid_t, solver, stats if stats is not None else SolverStats())
+
+
 def ncut_sweep(
     keys,
     settings_list: Sequence[NcutSettings],
@@ -528,11 +536,8 @@ def ncut_sweep(
     The cosine matrix is computed once per centre flag, the thresholded affinity once per (centre, tau), each
     eigenproblem once per (centre, tau, eps, patches taken); results equal `ncut_decode` setting by setting.
     """
-    if solver not in SOLVERS:
-        raise DecoderError(f"unknown ncut solver {solver!r}; known: {', '.join(SOLVERS)}")
-    keys64, grid_t = check_keys(keys, grid)
+    image = _image_cuts(keys, grid, solver, stats)
     settings_list = [_check_settings(s) for s in settings_list]
-    image = _ImageCuts(keys64, grid_t, solver, stats if stats is not None else SolverStats())
     order = sorted(range(len(settings_list)), key=lambda i: (settings_list[i].centre, settings_list[i].tau, i))
     out: list[list[GridMask] | None] = [None] * len(settings_list)
     for i in order:
@@ -559,12 +564,9 @@ def eigenvector(
     stats: SolverStats | None = None,
 ) -> np.ndarray:
     """The first cut's generalised eigenvector x of one image, sign fixed: float64 (gh, gw) (for figures)."""
-    if solver not in SOLVERS:
-        raise DecoderError(f"unknown ncut solver {solver!r}; known: {', '.join(SOLVERS)}")
-    keys64, grid_t = check_keys(keys, grid)
-    image = _ImageCuts(keys64, grid_t, solver, stats if stats is not None else SolverStats())
+    image = _image_cuts(keys, grid, solver, stats)
     _, x = image.cut(_check_settings(settings), np.zeros(image.n, dtype=bool))
-    return x.reshape(grid_t)
+    return x.reshape(image.grid)
 
 
 # The decoder protocol (decoders/__init__.py): name, settings type, decode, sweep.
