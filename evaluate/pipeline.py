@@ -233,7 +233,7 @@ def probe_job(smk) -> None:
     from evaluate.features import FeatureReader
     from evaluate.ledger import make_measure, make_record, opening, write_record
     from evaluate.probe import (DEFAULT_MAX_ITER, DEFAULT_WEIGHT_DECAY, class_index, dataset_patch_labels,
-                                eval_items, fit_probe, probe_scores, training_tokens)
+                                eval_items, fit_probe, score_image, training_tokens)
     from evaluate.provenance import sha256_file, sha256_json
 
     started = time.time()
@@ -271,12 +271,14 @@ def probe_job(smk) -> None:
             annotations_sha256=evaluation.annotations_sha256, sealed=eval_params["sealed"],
             budget=eval_params["budget"],
         ) as labels:
-            scores = probe_scores(probe, eval_items(eval_reader, evaluation, classes), **boot)
-            measures = [
-                make_measure("probe_miou", image_ids=scores.image_ids,
-                             per_image=[s.confusion for s in scores.per_image], reducer="miou", **boot),
-                make_measure("probe_accuracy", image_ids=scores.image_ids,
-                             per_image=[[s.correct, s.valid] for s in scores.per_image], reducer="ratio", **boot),
+            per_image = [(image_id, score_image(probe, tokens, map224))
+                         for image_id, tokens, map224 in eval_items(eval_reader, evaluation, classes)]
+            ids = [image_id for image_id, _ in per_image]
+            measures = [  # make_measure draws the bootstrap intervals from these per-image statistics
+                make_measure("probe_miou", image_ids=ids, per_image=[s.confusion for _, s in per_image],
+                             reducer="miou", **boot),
+                make_measure("probe_accuracy", image_ids=ids, per_image=[[s.correct, s.valid] for _, s in per_image],
+                             reducer="ratio", **boot),
             ]
             labels.result_sha256 = sha256_json(measures)
         record = make_record(
