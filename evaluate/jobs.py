@@ -17,26 +17,6 @@ from typing import Any, Callable
 from evaluate import EvaluationError
 
 
-class _Tee:
-    """A text stream that writes to several streams (the job's log and the console)."""
-
-    def __init__(self, *streams):
-        self.streams = streams
-
-    def write(self, text: str) -> int:
-        for s in self.streams:
-            s.write(text)
-            s.flush()
-        return len(text)
-
-    def flush(self) -> None:
-        for s in self.streams:
-            s.flush()
-
-    def isatty(self) -> bool:
-        return False
-
-
 def run_job(smk: Any, job: Callable[[Any], None]) -> None:
     """Run `job(smk)` with its log file as stderr and `smk.threads` torch/BLAS threads."""
     log_path = smk.log[0] if len(smk.log) else None

@@ -50,6 +50,20 @@ def manifest_sizes(manifest: dict) -> dict[int, tuple[int, int]]:
     return {int(i): (int(h), int(w)) for i, (h, w) in zip(manifest["image_ids"], manifest["sizes"])}
 
 
+def open_labels(smk, record_path: str, dataset, dataset_name: str, *, role: str, purpose: str, checkpoint: str,
+                setting: str, n_images: int):
+    """`evaluate.ledger.opening` for a data set of this run: its ledger beside `record_path`, its seal and budget
+    from the run's config (read at run time, so raising a budget is recorded, not a reason to re-run jobs)."""
+    from evaluate.ledger import opening
+
+    entry = smk.config["datasets"][dataset_name]
+    return opening(
+        ledger_dir_of(record_path), dataset=dataset_name, role=role, purpose=purpose, checkpoint=checkpoint,
+        setting=setting, n_images=n_images, annotations_sha256=dataset.annotations_sha256,
+        sealed=bool(entry.get("sealed", False)), budget=entry.get("budget"),
+    )
+
+
 def bootstrap_params(params: dict) -> dict:
     b = params or {}
     return {"resamples": int(b.get("resamples", 10000)), "seed": int(b.get("seed", 0))}
@@ -82,7 +96,7 @@ def manifest_job(smk) -> None:
     from evaluate.atomic import write_json
 
     dataset = open_dataset(smk.params.dataset)
-    roles = smk.params.dataset.get("roles") or []
+    roles = smk.config["datasets"][smk.params.dataset["name"]].get("roles") or []
     if roles and not dataset.has_labels:
         from evaluate.datasets import DatasetError
 
@@ -111,16 +125,16 @@ def extract_job(smk) -> None:
         raise FeatureError(f"{smk.input.manifest}: shard {shard:03d} does not exist (the manifest has "
                            f"{len(manifest['shards'])} shards); re-run the workflow so the shard list is re-read")
     image_ids = manifest["shards"][shard]
-    ckpt = smk.params.checkpoint
-    loaded = load_backbone(smk.input.checkpoint, which=ckpt.get("which", "teacher"))
+    which = smk.params.which
+    loaded = load_backbone(smk.input.checkpoint, which=which)
     dataset = open_dataset(smk.params.dataset)
     device = resolve_device(smk.params.device)
     meta = {
-        "checkpoint": ckpt["name"],
+        "checkpoint": smk.wildcards.checkpoint,
         "checkpoint_path": str(smk.input.checkpoint),
         "checkpoint_sha256": loaded.sha256,
         "checkpoint_format": loaded.format,
-        "which": ckpt.get("which", "teacher"),
+        "which": which,
         "dataset": smk.params.dataset["name"],
         "manifest_sha256": manifest["manifest_sha256"],
         "shard": smk.wildcards.shard,
@@ -191,7 +205,7 @@ def score_decoder_job(smk) -> None:
     """Open an eval data set's labels once: Jaccard, CorLoc (with intervals), mask AP, AP50, AR@10."""
     import yaml
 
-    from evaluate.ledger import make_measure, make_record, opening, write_record
+    from evaluate.ledger import make_measure, make_record, write_record
     from evaluate.provenance import sha256_json
     from evaluate.scores import coco_mask_ap, corloc_hits, jaccard_per_image
 
@@ -203,11 +217,8 @@ def score_decoder_job(smk) -> None:
     boot = bootstrap_params(smk.params.bootstrap)
     common = _record_common(smk, params, "eval")
     dataset = open_dataset(params)
-    with opening(
-        ledger_dir_of(smk.output.record), dataset=params["name"], role="eval", purpose="eval",
-        checkpoint=common["checkpoint"], setting=setting, n_images=len(dataset.image_ids),
-        annotations_sha256=dataset.annotations_sha256, sealed=params["sealed"], budget=params["budget"],
-    ) as labels:
+    with open_labels(smk, smk.output.record, dataset, params["name"], role="eval", purpose="eval",
+                     checkpoint=common["checkpoint"], setting=setting, n_images=len(dataset.image_ids)) as labels:
         jac = jaccard_per_image(dataset, results)
         cor = corloc_hits(dataset, results)
         ap = coco_mask_ap(dataset.coco, results)
@@ -231,7 +242,7 @@ def score_decoder_job(smk) -> None:
 def probe_job(smk) -> None:
     """Train the probe on the probe-train data set's tokens, then score it on every eval data set."""
     from evaluate.features import FeatureReader
-    from evaluate.ledger import make_measure, make_record, opening, write_record
+    from evaluate.ledger import make_measure, make_record, write_record
     from evaluate.probe import (DEFAULT_MAX_ITER, DEFAULT_WEIGHT_DECAY, class_index, dataset_patch_labels,
                                 eval_items, fit_probe, score_image, training_tokens)
     from evaluate.provenance import sha256_file, sha256_json
@@ -245,11 +256,9 @@ def probe_job(smk) -> None:
     classes = class_index(train.category_ids)
     setting = f"linear,wd={hyper.get('weight_decay', DEFAULT_WEIGHT_DECAY):g},it={hyper.get('max_iter', DEFAULT_MAX_ITER)}"
     reader = FeatureReader([Path(p).parent for p in smk.input.train])
-    with opening(
-        ledger_dir_of(smk.output.records[0]), dataset=train_params["name"], role="probe-train",
-        purpose="probe-train", checkpoint=common["checkpoint"], setting=setting, n_images=len(reader.image_ids),
-        annotations_sha256=train.annotations_sha256, sealed=train_params["sealed"], budget=train_params["budget"],
-    ) as labels:
+    with open_labels(smk, smk.output.records[0], train, train_params["name"], role="probe-train",
+                     purpose="probe-train", checkpoint=common["checkpoint"], setting=setting,
+                     n_images=len(reader.image_ids)) as labels:
         patch_labels = dataset_patch_labels(train, reader.image_ids, classes)
         features, targets = training_tokens(reader, patch_labels, seed=boot["seed"])
         log.info("training on %d tokens of %d images, %d classes", len(targets), len(reader.image_ids),
@@ -265,12 +274,9 @@ def probe_job(smk) -> None:
         evaluation = open_dataset(eval_params)
         eval_reader = FeatureReader([Path(p).parent for p in smk.input[f"eval_{name}"]])
         eval_started = time.time()
-        with opening(
-            ledger_dir_of(record_path), dataset=name, role="eval", purpose="probe-eval",
-            checkpoint=common["checkpoint"], setting=setting, n_images=len(eval_reader.image_ids),
-            annotations_sha256=evaluation.annotations_sha256, sealed=eval_params["sealed"],
-            budget=eval_params["budget"],
-        ) as labels:
+        with open_labels(smk, record_path, evaluation, name, role="eval", purpose="probe-eval",
+                         checkpoint=common["checkpoint"], setting=setting,
+                         n_images=len(eval_reader.image_ids)) as labels:
             per_image = [(image_id, score_image(probe, tokens, map224))
                          for image_id, tokens, map224 in eval_items(eval_reader, evaluation, classes)]
             ids = [image_id for image_id, _ in per_image]
@@ -407,8 +413,8 @@ def select_setting_job(smk) -> None:
     from decoders import get_decoder
     from decoders.settings import NcutSettings
     from evaluate.atomic import write_text
-    from evaluate.ledger import make_measure, make_record, opening, write_record
-    from evaluate.provenance import config_hash, sha256_file, sha256_json
+    from evaluate.ledger import make_measure, make_record, write_record
+    from evaluate.provenance import sha256_json
     from evaluate.scores import bootstrap_ci
 
     started = time.time()
@@ -417,12 +423,11 @@ def select_setting_job(smk) -> None:
     decoder = get_decoder(smk.params.decoder.get("name", "ncut"))
     manifest = read_json(smk.input.manifest)
     dataset = open_dataset(params)
-    with opening(
-        ledger_dir_of(smk.output.record), dataset=params["name"], role="select", purpose="select",
-        checkpoint=ckpt["name"], setting=f"sweep of {len(sweep_settings(smk.params.decoder))} settings",
-        n_images=len(manifest["image_ids"]), annotations_sha256=dataset.annotations_sha256,
-        sealed=params["sealed"], budget=params["budget"],
-    ) as labels:
+    common = _record_common(smk, params, "select")
+    n_settings = len(sweep_settings(smk.params.decoder))
+    with open_labels(smk, smk.output.record, dataset, params["name"], role="select", purpose="select",
+                     checkpoint=ckpt["name"], setting=f"sweep of {n_settings} settings",
+                     n_images=len(manifest["image_ids"])) as labels:
         names, ids, left_out, table = _sweep_jaccard(dataset, list(smk.input.sweep), manifest_sizes(manifest))
         if not ids:
             from evaluate.scores import ScoreError
@@ -452,12 +457,8 @@ def select_setting_job(smk) -> None:
     write_text(smk.output.selected, yaml.safe_dump(selected, sort_keys=False))
     measure = make_measure("jaccard", image_ids=ids, per_image=table[:, best].tolist(), reducer="mean",
                            n_left_out=len(left_out), **boot)
-    record = make_record(
-        kind="sweep", checkpoint=ckpt["name"], run=ckpt["run"], epoch=ckpt["epoch"],
-        checkpoint_sha256=sha256_file(smk.input.checkpoint), dataset=params["name"], role="select",
-        setting=settings.name, config_hash=config_hash(smk.config), opening_row_sha256=labels.row_sha256,
-        measures=[measure], started=started,
-    )
+    record = make_record(kind="sweep", setting=settings.name, opening_row_sha256=labels.row_sha256,
+                         measures=[measure], started=started, **common)
     write_record(smk.output.record, record, replace=True)
     log.info("selected %s: Jaccard %.2f [%.2f, %.2f] on %d images", settings.name, rows[best]["value"],
              rows[best]["ci_low"], rows[best]["ci_high"], len(ids))
@@ -512,9 +513,7 @@ def figures_job(smk) -> None:
         shard = next(i for i, ids in enumerate(manifest["shards"]) if wanted in ids)
         keys = np.load(smk.input.keys480[shard], mmap_mode="r")[manifest["shards"][shard].index(wanted)]
         vector = eigenvector(np.asarray(keys, dtype=np.float32), settings, GRID)
-        from evaluate.datasets import CocoDataset
-
-        image_path = CocoDataset(params["images"], params["annotations"]).image_path(wanted)
+        image_path = Path(params["images"]) / manifest["files"][manifest["image_ids"].index(wanted)]
         figure = out / f"eigenvector_{params['name']}_{wanted}.png"
         eigenvector_figure(image_path, vector, figure, title=f"{smk.params.reference}, image {wanted}")
         files.append(figure)

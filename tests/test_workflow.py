@@ -170,3 +170,15 @@ def test_editing_evaluate_code_reruns_its_jobs_but_a_comment_does_not(finished):
         assert "extract" not in jobs, jobs  # table code is not what features depend on
     finally:
         ledger.write_text(original)
+
+
+def test_raising_a_budget_re_runs_nothing(finished):
+    """Seal and budget are read at run time: raising a budget must not spend openings or re-extract."""
+    config = yaml.safe_load((finished.work / "config.yaml").read_text())
+    original = yaml.safe_dump(config, sort_keys=False)
+    config["datasets"]["val"]["budget"] = 20
+    finished.write_config(config)
+    try:
+        assert planned_jobs(finished.snakemake("--dry-run")) == {}
+    finally:
+        (finished.work / "config.yaml").write_text(original)

@@ -107,9 +107,10 @@ def all_targets(wildcards):
 
 
 def dataset_params(name):
+    """Where a data set lives. Its roles, seal and budget are read from the config at run time, so changing them
+    (raising a budget, say) re-runs nothing."""
     d = DATASETS[name]
-    return {"name": name, "images": d.images, "annotations": d.annotations, "roles": list(d.roles),
-            "sealed": d.sealed, "budget": d.budget}
+    return {"name": name, "images": d.images, "annotations": d.annotations}
 
 
 def checkpoint_params(name):

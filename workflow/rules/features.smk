@@ -28,7 +28,7 @@ rule extract:
         image_ids="results/features/{checkpoint}/{dataset}/{shard}/image_ids.json",
         meta="results/features/{checkpoint}/{dataset}/{shard}/meta.json",
     params:
-        checkpoint=lambda w: checkpoint_params(w.checkpoint),
+        which=lambda w: CHECKPOINTS[w.checkpoint].which,
         dataset=lambda w: dataset_params(w.dataset),
         batch_size=FEATURES.get("batch_size", 8),
         dtype=FEATURES.get("dtype", "float16"),
