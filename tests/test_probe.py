@@ -404,3 +404,17 @@ def test_probe_parity_with_scikit_learn_on_coco_mini(coco_mini_features):
     print(f"parity: ours {ours_acc:.2f}% ({probe.meta['iterations']} it), scikit-learn {sk_acc:.2f}%")
     assert abs(ours_acc - sk_acc) <= 1.0, (ours_acc, sk_acc)
     assert 0 < scores.miou[0] < 100 and scores.miou[1] <= scores.miou[0] <= scores.miou[2]
+
+
+def test_onednn_and_mkl_products_fit_the_same_probe(monkeypatch):
+    """The oneDNN products (two layouts of the tokens) and the plain MKL fallback minimise the same objective."""
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN: only the MKL path exists")
+    x, y = toy_tokens(n=3000)
+    fast = fit_probe(x, y, 4, weight_decay=1e-2, max_iter=300, tol=1e-7)
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    plain = fit_probe(x, y, 4, weight_decay=1e-2, max_iter=300, tol=1e-7)
+    assert (fast.meta["products"], plain.meta["products"]) == ("onednn-fp32", "mkl-fp32")
+    assert fast.meta["final_objective"] == pytest.approx(plain.meta["final_objective"], rel=1e-4)
+    centred = [p.logits(x[:500]) - p.logits(x[:500]).mean(axis=1, keepdims=True) for p in (fast, plain)]
+    np.testing.assert_allclose(*centred, atol=1e-3)  # softmax is blind to a shift shared by all classes
