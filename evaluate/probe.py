@@ -19,9 +19,8 @@ Probe
   (W' = W / std, b' = b - W' mean), so the saved probe is a plain linear layer on raw tokens.
 - Minimiser: scipy's L-BFGS-B from W = 0, b = 0, with `gtol = tol`, `ftol = 64 eps`, `maxls = 50`, `maxiter =
   max_iter` (scikit-learn's lbfgs settings); loss and gradient from two float32 products in torch per chunk of
-  65,536 tokens (logits = W x~ + b, then softmax-minus-one-hot times x~^T; `_token_chunks`: oneDNN's inner
-  product on each chunk held feature-major and token-major, MKL where torch lacks oneDNN), the log-softmax in
-  float32 and all sums over tokens in float64.
+  65,536 tokens (logits = W x~ + b by oneDNN's inner product, then softmax-minus-one-hot times x~^T by MKL's
+  GEMM; `_token_chunks`), the log-softmax in float32 and the loss and gradient summed over chunks in float64.
   scipy's BLAS is held to one thread during the fit: its idle threads would otherwise spin on the cores torch
   needs. Deterministic: no randomness; the same inputs, library versions and torch thread count give bit-identical
   weights (thread count and product kernel are recorded in the probe's metadata).
@@ -35,7 +34,8 @@ Probe
   classes; 200 leaves headroom without letting a pathological case run for long. `max_tokens = 300_000`: at
   10,000 images (1.96 M tokens) a full-batch pass costs ~5 s on 2 cores, so the training set is a uniform,
   seeded subsample of the non-ignored tokens across all images (each image keeps ~15%); 300k tokens is ~10x the
-  31k parameters of an 81-class probe, and a fit then takes ~2-3 minutes on 2 cores.
+  31k parameters of an 81-class probe, and a fit then takes ~30 s on 2 cores (`bench/probe.py --tokens 300000
+  --classes 81`: 27.5 s, scikit-learn 50.8 s).
 
 Scores on eval (per image): logits (196, K+1) -> (14, 14) -> bilinear upsample to 224 x 224
 (`torch.nn.functional.interpolate`, align_corners=False) -> argmax (first maximum) -> confusion against the
@@ -256,12 +256,12 @@ def _token_chunks(
     """The objective's two products over the standardised tokens, in chunks of `chunk` tokens, and the kernel's name.
 
     xs_t: float32 (384, N). Per chunk k of m tokens: forward(w float32 (C, 384)) -> float32 (C, m) = w @ xs_t[:, k];
-    backward(g float32 (C, m)) -> float32 (C, 384) = g @ xs_t[:, k].T. Chunks keep the (C, m) logits of one chunk
-    in cache while it is turned into softmax and gradient (at 81 classes and 300,000 tokens: 305 ms an evaluation
-    against 453 ms in one piece). With oneDNN (torch's mkldnn, present in the CPU wheels) both products run as its
-    fp32 inner product on each chunk held in both layouts (120,000 tokens, 21 classes: 22 + 16 ms against 30 + 22 ms
-    through MKL's skinny GEMM), at the price of a second copy of the tokens; without oneDNN, MKL on views of the one
-    copy. Either way float32 and deterministic for a given thread count.
+    backward(g float32 (C, m)) -> float32 (C, 384) = g @ xs_t[:, k].T. Chunks keep one chunk's (C, m) logits in
+    cache while they become softmax and gradient (81 classes, 300,000 tokens: 305 ms an evaluation against 453 ms
+    in one piece). The forward runs as oneDNN's fp32 inner product (torch's mkldnn, in the CPU wheels) on a
+    token-major copy of the chunk: 22 ms against MKL's 30 ms at 120,000 tokens and 21 classes, 161 against 189 ms at
+    300,000 and 81; the backward is MKL's GEMM on the feature-major tokens, as fast as oneDNN there and without a
+    third copy. Without oneDNN, MKL for both. Either way float32 and deterministic for a given thread count.
     """
     n = xs_t.shape[1]
     starts = range(0, n, chunk)
@@ -271,15 +271,14 @@ def _token_chunks(
     linear = torch._C._nn.mkldnn_linear
     products = []
     for s in starts:
-        cols = xs_t[:, s : s + chunk].contiguous()
+        cols = xs_t[:, s : s + chunk]
         rows = cols.T.contiguous().to_mkldnn()  # (m, 384): forward contracts over features
-        cols = cols.to_mkldnn()  # (384, m): backward contracts over tokens
 
         def forward(w: torch.Tensor, rows=rows) -> torch.Tensor:
             return linear(w.to_mkldnn(), rows, None).to_dense()
 
         def backward(g: torch.Tensor, cols=cols) -> torch.Tensor:
-            return linear(g.to_mkldnn(), cols, None).to_dense()
+            return torch.mm(g, cols.T)
 
         products.append((forward, backward))
     return "onednn-fp32", products
@@ -338,7 +337,7 @@ def fit_probe(
             residual = log_p.exp_()  # softmax
             residual.view(-1).index_put_((at,), minus_one, accumulate=True)  # d CE / d logits
             grad_w += backward(residual)
-            grad_b += residual.sum(dim=1, dtype=torch.float64)
+            grad_b += residual.sum(dim=1)
         grad = np.empty((c, d + 1), dtype=np.float64)
         grad[:, :d] = grad_w.numpy() / n + lam * w64
         grad[:, d] = grad_b.numpy() / n
