@@ -9,8 +9,14 @@ Gaussian noise, a random mixing matrix and per-feature log-normal scales (so sta
 does for ViT tokens). `--features DIR... --annotations JSON` uses real tokens224 shards
 (evaluate.features.FeatureReader) and their COCO patch labels instead.
 
-    .venv/bin/python bench/probe.py                 # 120,000 tokens, 21 classes: ~1-2 min on 2 cores
-    .venv/bin/python bench/probe.py --tokens 200000 --classes 81
+    .venv/bin/python bench/probe.py                 # 120,000 tokens, 21 classes: ~15 s on 2 cores
+    .venv/bin/python bench/probe.py --tokens 300000 --classes 81
+    .venv/bin/python bench/probe.py --stream-images 10000   # the pipeline's path at 10,000 images, ours only
+
+`--stream-images N` times what the probe job does with a large probe-train set, without scikit-learn: it writes
+N images' synthetic tokens224 (float16, 81 classes, shards of 100 images, in a temporary folder with sparse
+keys480 files) and times `training_tokens` (streaming the shards, seeded 300,000-token subsample) and
+`fit_probe` separately. The files were just written, so they are read from the page cache.
 """
 
 from __future__ import annotations
@@ -33,15 +39,20 @@ from evaluate.probe import (  # noqa: E402
 )
 
 
-def structured_tokens(n: int, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def structured_tokens(n: int, classes: int, seed: int, noise_seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """n tokens (float32 (n, 384)) and labels (int64 (n,)): the class structure from `seed`, the draws from
+    `noise_seed` (default: `seed` too), so shards drawn with one seed and several noise seeds share classes."""
     rng = np.random.default_rng(seed)
     d = 384
     centres = rng.normal(size=(classes, d)).astype(np.float32)
-    y = np.minimum(rng.zipf(1.5, size=n) - 1, classes - 1)
     mix = (rng.normal(size=(d, d)) / np.sqrt(d)).astype(np.float32)
-    x = (0.15 * centres[y] + rng.normal(size=(n, d)).astype(np.float32)) @ mix
-    x *= np.exp(rng.normal(size=d)).astype(np.float32)
-    x += rng.normal(size=d).astype(np.float32) * 3
+    scales = np.exp(rng.normal(size=d)).astype(np.float32)
+    offset = rng.normal(size=d).astype(np.float32) * 3
+    draw = rng if noise_seed is None else np.random.default_rng([seed, noise_seed])
+    y = np.minimum(draw.zipf(1.5, size=n) - 1, classes - 1)
+    x = (0.15 * centres[y] + draw.normal(size=(n, d)).astype(np.float32)) @ mix
+    x *= scales
+    x += offset
     return x.astype(np.float32), y.astype(np.int64)
 
 
@@ -64,6 +75,47 @@ def real_tokens(feature_dirs: list[str], annotations: str) -> tuple[np.ndarray, 
     return x[keep], y[keep], len(classes) + 1
 
 
+def stream(n_images: int, weight_decay: float, seed: int, shard_size: int = 100, classes: int = 81) -> None:
+    """Write n_images' synthetic tokens224 shards, then time training_tokens + fit_probe on them (as the probe job)."""
+    import json
+    import tempfile
+
+    from evaluate.features import FeatureReader
+    from evaluate.probe import DEFAULT_MAX_ITER, DEFAULT_MAX_TOKENS, training_tokens
+
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory(prefix="probe-stream-") as tmp:
+        t0 = time.perf_counter()
+        dirs, labels = [], []
+        for first in range(0, n_images, shard_size):
+            m = min(shard_size, n_images - first)
+            x, y = structured_tokens(m * 196, classes, seed, noise_seed=first)
+            y = y.astype(np.uint8)
+            y[rng.random(y.size) < 0.02] = IGNORE  # crowd patches
+            shard = Path(tmp) / f"{first // shard_size:04d}"
+            shard.mkdir()
+            np.save(shard / "tokens224.npy", x.reshape(m, 196, 384).astype(np.float16))
+            keys = np.lib.format.open_memmap(shard / "keys480.npy", "w+", np.float16, (m, 900, 384))
+            del keys  # sparse: only its header is read here
+            (shard / "image_ids.json").write_text(json.dumps(list(range(first, first + m))))
+            (shard / "meta.json").write_text(json.dumps({"dtype": "float16"}))
+            dirs.append(shard)
+            labels.append(y.reshape(m, 196))
+        written = time.perf_counter() - t0
+        print(f"{n_images:,} images' synthetic tokens224 in {len(dirs)} shards written in {written:.0f} s; "
+              f"{classes} classes, max_tokens {DEFAULT_MAX_TOKENS:,}, max_iter {DEFAULT_MAX_ITER}", flush=True)
+        t0 = time.perf_counter()
+        feats, targets = training_tokens(FeatureReader(dirs), np.concatenate(labels), seed=seed)
+        streamed = time.perf_counter() - t0
+        print(f"training_tokens: {streamed:6.1f} s  ({len(targets):,} of {sum(a.size for a in labels):,} tokens)",
+              flush=True)
+        t0 = time.perf_counter()
+        probe = fit_probe(feats, targets, classes, weight_decay=weight_decay)
+        fit = time.perf_counter() - t0
+        print(f"fit_probe:       {fit:6.1f} s  ({probe.meta['iterations']} iterations, {probe.meta['products']})")
+        print(f"probe job's training on {n_images:,} images: {streamed + fit:.1f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=120_000, help="training tokens (synthetic data)")
@@ -74,7 +126,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--features", nargs="+", help="tokens224 shard folders of one data set (instead of synthetic)")
     ap.add_argument("--annotations", help="COCO annotation JSON of the --features data set")
+    ap.add_argument("--stream-images", type=int, help="time the streaming subsample + fit on N images' shards")
     args = ap.parse_args()
+    if args.stream_images:
+        stream(args.stream_images, args.weight_decay, args.seed)
+        return
 
     import torch
     from sklearn.linear_model import LogisticRegression
