@@ -265,7 +265,7 @@ def _token_chunks(
     """
     n = xs_t.shape[1]
     starts = range(0, n, chunk)
-    if not torch.backends.mkldnn.is_available():
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch._C._nn, "mkldnn_linear")):
         views = [xs_t[:, s : s + chunk] for s in starts]
         return "mkl-fp32", [((lambda w, v=v: torch.mm(w, v)), (lambda g, v=v: torch.mm(g, v.T))) for v in views]
     linear = torch._C._nn.mkldnn_linear
@@ -306,7 +306,7 @@ def fit_probe(
     if x_all.ndim != 2 or x_all.shape[1] != FEATURE_DIM or y_all.shape != (x_all.shape[0],):
         raise ProbeError(f"fit_probe: features must be (N, 384) with labels (N,), got {x_all.shape} and {y_all.shape}")
     keep = y_all != IGNORE
-    x, y = x_all[keep], y_all[keep]
+    x, y = (x_all, y_all) if keep.all() else (x_all[keep], y_all[keep])  # training_tokens leaves no 255
     n, d, c = x.shape[0], FEATURE_DIM, int(n_classes)
     if n == 0:
         raise ProbeError("fit_probe: no training token has a label (all are 255 = ignore)")
