@@ -247,19 +247,15 @@ class _Graph:
         self.d = counts + eps * (self.n - counts)
         self._ncut: dict[bytes, float] = {}  # settings of a sweep often share a mask
 
-    def binary_apply(self, u: np.ndarray) -> np.ndarray:
-        """B_T @ u, float64 (N,)."""
+    def binary_apply(self, u: np.ndarray, scale: float = 1.0) -> np.ndarray:
+        """scale * B_T @ u, float64 (N,)."""
         if self.any_taken:
-            return self.active * _blas.dsymv(1.0, self.binary64, self.active * u)
-        return _blas.dsymv(1.0, self.binary64, u)
+            return self.active * _blas.dsymv(scale, self.binary64, self.active * u)
+        return _blas.dsymv(scale, self.binary64, u)
 
     def affinity_apply(self, u: np.ndarray) -> np.ndarray:
         """A @ u, float64 (N,)."""
-        if self.any_taken:
-            r = self.binary_apply(u)
-            r *= 1.0 - self.eps
-        else:
-            r = _blas.dsymv(1.0 - self.eps, self.binary64, u)
+        r = self.binary_apply(u, 1.0 - self.eps)
         r += self.eps * u.sum()
         return r
 

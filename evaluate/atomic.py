@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -60,10 +59,3 @@ def canonical_json(obj: Any) -> str:
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write `obj` as canonical JSON to `path` atomically."""
     write_text(path, canonical_json(obj))
-
-
-def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
-    """Save `array` as .npy to `path` atomically (no pickled objects: `allow_pickle=False`)."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as handle:
-            np.save(handle, np.ascontiguousarray(array), allow_pickle=False)

@@ -61,7 +61,6 @@ TRAINING_FORMATS = ("dino-train", "selfpatch-train")
 WHICH = ("teacher", "student")
 # The groups of a training checkpoint that hold tensors; a flat safetensors file stores them as `<group>.<key>`.
 TRAINING_GROUPS = ("student", "teacher", "dino_loss")
-SELFPATCH_HEADS = ("ca_head.", "c_head.", "p_head.")
 DINO_EXTRAS = ("cls_token", "norm.weight", "norm.bias")
 SAFETENSORS_SUFFIX = ".safetensors"
 SHOW_KEYS = 5  # how many offending keys an error lists before counting the rest
@@ -330,11 +329,6 @@ def convert_checkpoint(state: Mapping[str, Any], fmt: str, which: str = "teacher
     if fmt == "backbone":
         return _convert_backbone(state)
     raise CheckpointError(f"unknown checkpoint format {fmt!r}; known: {', '.join(FORMATS)}")
-
-
-def backbone_state_dict(state: Mapping[str, Any], fmt: str, which: str = "teacher") -> dict[str, Tensor]:
-    """The backbone's state dict (DESIGN §1 names) out of a checkpoint's top-level dict in format `fmt` (pure)."""
-    return convert_checkpoint(state, fmt, which)[0]
 
 
 # ----------------------------------------------------------------------------------------------------- strict loading

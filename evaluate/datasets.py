@@ -105,6 +105,23 @@ class CocoDataset:
             )
         return data
 
+    def _entry(self, section: str, index: int, entry: Any, required: tuple, seen: Any, noun: str,
+               name_id: bool = True) -> str:
+        """Checks every images/categories/annotations entry shares: an object with the `required` keys and an
+        integer id not in `seen`. Returns its name for further messages, e.g. "annotations[3] (id 17)"."""
+        named = name_id and isinstance(entry, dict) and "id" in entry
+        where = f"{section}[{index}]" + (f" (id {entry['id']})" if named else "")
+        if not isinstance(entry, dict):
+            raise self._fail(f"{where} is not an object")
+        missing = [k for k in required if k not in entry]
+        if missing:
+            raise self._fail(f"{where} lacks key(s) {', '.join(missing)}")
+        if not _is_int(entry["id"]):
+            raise self._fail(f"{where}: 'id' must be an integer, got {entry['id']!r}")
+        if entry["id"] in seen:
+            raise self._fail(f"{where}: duplicate {noun} id {entry['id']}")
+        return where
+
     def _validate(self, data: dict) -> None:
         if "images" not in data:
             raise self._fail("missing key 'images'")
@@ -118,16 +135,7 @@ class CocoDataset:
 
         sizes: dict[int, tuple[int, int]] = {}
         for index, img in enumerate(data["images"]):
-            where = f"images[{index}]" + (f" (id {img['id']})" if isinstance(img, dict) and "id" in img else "")
-            if not isinstance(img, dict):
-                raise self._fail(f"{where} is not an object")
-            missing = [k for k in IMAGE_KEYS if k not in img]
-            if missing:
-                raise self._fail(f"{where} lacks key(s) {', '.join(missing)}")
-            if not _is_int(img["id"]):
-                raise self._fail(f"{where}: 'id' must be an integer, got {img['id']!r}")
-            if img["id"] in sizes:
-                raise self._fail(f"{where}: duplicate image id {img['id']}")
+            where = self._entry("images", index, img, IMAGE_KEYS, sizes, "image")
             if not (_is_int(img["height"]) and _is_int(img["width"]) and img["height"] > 0 and img["width"] > 0):
                 raise self._fail(f"{where}: 'height' and 'width' must be positive integers")
             if not isinstance(img["file_name"], str) or not img["file_name"]:
@@ -136,30 +144,12 @@ class CocoDataset:
 
         category_ids: set[int] = set()
         for index, cat in enumerate(data["categories"]):
-            where = f"categories[{index}]"
-            if not isinstance(cat, dict):
-                raise self._fail(f"{where} is not an object")
-            missing = [k for k in CATEGORY_KEYS if k not in cat]
-            if missing:
-                raise self._fail(f"{where} lacks key(s) {', '.join(missing)}")
-            if not _is_int(cat["id"]):
-                raise self._fail(f"{where}: 'id' must be an integer, got {cat['id']!r}")
-            if cat["id"] in category_ids:
-                raise self._fail(f"{where}: duplicate category id {cat['id']}")
+            self._entry("categories", index, cat, CATEGORY_KEYS, category_ids, "category", name_id=False)
             category_ids.add(cat["id"])
 
         annotation_ids: set[int] = set()
         for index, ann in enumerate(data["annotations"]):
-            where = f"annotations[{index}]" + (f" (id {ann['id']})" if isinstance(ann, dict) and "id" in ann else "")
-            if not isinstance(ann, dict):
-                raise self._fail(f"{where} is not an object")
-            missing = [k for k in ANNOTATION_KEYS if k not in ann]
-            if missing:
-                raise self._fail(f"{where} lacks key(s) {', '.join(missing)}")
-            if not _is_int(ann["id"]):
-                raise self._fail(f"{where}: 'id' must be an integer, got {ann['id']!r}")
-            if ann["id"] in annotation_ids:
-                raise self._fail(f"{where}: duplicate annotation id {ann['id']}")
+            where = self._entry("annotations", index, ann, ANNOTATION_KEYS, annotation_ids, "annotation")
             annotation_ids.add(ann["id"])
             if ann["image_id"] not in sizes:
                 raise self._fail(f"{where}: image_id {ann['image_id']!r} is not among the images")

@@ -242,9 +242,9 @@ def score_decoder_job(smk) -> None:
 def probe_job(smk) -> None:
     """Train the probe on the probe-train data set's tokens, then score it on every eval data set."""
     from evaluate.features import FeatureReader
-    from evaluate.ledger import make_measure, make_record, write_record
+    from evaluate.ledger import make_record, write_record
     from evaluate.probe import (DEFAULT_MAX_ITER, DEFAULT_WEIGHT_DECAY, class_index, dataset_patch_labels,
-                                eval_items, fit_probe, score_image, training_tokens)
+                                eval_items, fit_probe, probe_measures, training_tokens)
     from evaluate.provenance import sha256_file, sha256_json
 
     started = time.time()
@@ -277,15 +277,7 @@ def probe_job(smk) -> None:
         with open_labels(smk, record_path, evaluation, name, role="eval", purpose="probe-eval",
                          checkpoint=common["checkpoint"], setting=setting,
                          n_images=len(eval_reader.image_ids)) as labels:
-            per_image = [(image_id, score_image(probe, tokens, map224))
-                         for image_id, tokens, map224 in eval_items(eval_reader, evaluation, classes)]
-            ids = [image_id for image_id, _ in per_image]
-            measures = [  # make_measure draws the bootstrap intervals from these per-image statistics
-                make_measure("probe_miou", image_ids=ids, per_image=[s.confusion for _, s in per_image],
-                             reducer="miou", **boot),
-                make_measure("probe_accuracy", image_ids=ids, per_image=[[s.correct, s.valid] for _, s in per_image],
-                             reducer="ratio", **boot),
-            ]
+            measures = probe_measures(probe, eval_items(eval_reader, evaluation, classes), **boot)
             labels.result_sha256 = sha256_json(measures)
         record = make_record(
             kind="probe", setting=setting, opening_row_sha256=labels.row_sha256, measures=measures,

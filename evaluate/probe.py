@@ -41,13 +41,13 @@ Scores on eval (per image): logits (196, K+1) -> (14, 14) -> bilinear upsample t
 (`torch.nn.functional.interpolate`, align_corners=False) -> argmax (first maximum) -> confusion against the
 label map224, 255 pixels left out. mIoU (%) from the pooled confusion over classes with nonzero union
 (background included). Patch accuracy (%) = correct / valid patches, from per-image [correct, valid] ("ratio").
-95% percentile bootstrap intervals over images as for Jaccard (`evaluate.scores.bootstrap_ci`).
+95% percentile bootstrap intervals over images as for Jaccard: `probe_measures` hands the per-image statistics to
+`evaluate.ledger.make_measure` (reducers "miou" and "ratio" of `evaluate.scores.bootstrap_ci`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +59,6 @@ from PIL import Image
 
 from evaluate import EvaluationError
 from evaluate.atomic import atomic_path
-from evaluate.scores import bootstrap_ci
 
 IGNORE = 255
 PATCH = 16
@@ -451,45 +450,6 @@ def sparse_confusion(conf: np.ndarray) -> list[list[int]]:
     return [[int(a), int(b), int(conf[a, b])] for a, b in zip(t, p)]
 
 
-def dense_confusion(triples: Iterable[Iterable[int]], n_classes: int) -> np.ndarray:
-    """[true, pred, count] triples -> int64 (C, C)."""
-    conf = np.zeros((n_classes, n_classes), dtype=np.int64)
-    for t, p, k in triples:
-        conf[int(t), int(p)] += int(k)
-    return conf
-
-
-def miou_counts(per_image_triples: list, n_classes: int) -> np.ndarray:
-    """Per-image sparse confusions -> int64 (n, 3, C) [intersection, true, predicted] (reducer "miou-counts")."""
-    out = np.zeros((len(per_image_triples), 3, n_classes), dtype=np.int64)
-    for i, triples in enumerate(per_image_triples):
-        for t, p, k in triples:
-            t, p, k = int(t), int(p), int(k)
-            out[i, 1, t] += k
-            out[i, 2, p] += k
-            if t == p:
-                out[i, 0, t] += k
-    return out
-
-
-def miou(conf: np.ndarray) -> float:
-    """Mean IoU in percent of a pooled confusion (C, C) over classes with nonzero union; NaN if there is none."""
-    conf = np.asarray(conf, dtype=np.float64)
-    inter = np.diag(conf)
-    union = conf.sum(axis=0) + conf.sum(axis=1) - inter
-    present = union > 0
-    if not present.any():
-        return float("nan")
-    return float(np.mean(inter[present] / union[present]) * 100.0)
-
-
-def patch_accuracy(correct_total: np.ndarray) -> float:
-    """Patch accuracy in percent from per-image [correct, valid] (n, 2); NaN when no patch is valid."""
-    ct = np.asarray(correct_total, dtype=np.float64).reshape(-1, 2)
-    total = ct[:, 1].sum()
-    return float(ct[:, 0].sum() / total * 100.0) if total > 0 else float("nan")
-
-
 def predict_map224(logits: np.ndarray) -> np.ndarray:
     """Patch logits (196, C) -> predicted classes int64 (224, 224): bilinear upsample (align_corners=False), argmax."""
     lg = torch.as_tensor(np.asarray(logits, dtype=np.float32))
@@ -520,67 +480,33 @@ def score_image(probe: LinearProbe, tokens: np.ndarray, map224: np.ndarray) -> I
     return ImageProbeStats(sparse_confusion(conf), correct, int(valid.sum()))
 
 
-@dataclass
-class ProbeScores:
-    """Probe scores on one eval data set: values and 95% intervals in percent, and the per-image statistics.
-
-    miou, patch_accuracy: (value, lo, hi) in percent. per_image: ImageProbeStats per image in `image_ids` order
-    (what a ledger stores for paired bootstraps).
-    """
-
-    n_classes: int
-    image_ids: list[int]
-    per_image: list[ImageProbeStats]
-    miou: tuple[float, float, float]
-    patch_accuracy: tuple[float, float, float]
-    resamples: int
-    seed: int
-    level: float
-
-    def confusion_counts(self) -> np.ndarray:
-        """int64 (n, 3, C) per-image counts for `bootstrap_ci(..., "miou-counts")`."""
-        return miou_counts([s.confusion for s in self.per_image], self.n_classes)
-
-    def patch_counts(self) -> np.ndarray:
-        """int64 (n, 2) per-image [correct, valid] for `bootstrap_ci(..., "ratio")`."""
-        return np.array([[s.correct, s.valid] for s in self.per_image], dtype=np.int64).reshape(-1, 2)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "n_classes": self.n_classes,
-            "image_ids": self.image_ids,
-            "miou": list(self.miou),
-            "patch_accuracy": list(self.patch_accuracy),
-            "bootstrap": {"resamples": self.resamples, "seed": self.seed, "level": self.level},
-            "per_image": [
-                {"image_id": i, "confusion": s.confusion, "correct": s.correct, "valid": s.valid}
-                for i, s in zip(self.image_ids, self.per_image)
-            ],
-        }
-
-
-def probe_scores(
+def probe_measures(
     probe: LinearProbe,
     items: Iterable[tuple[int, np.ndarray, np.ndarray]],
     *,
     resamples: int = 10000,
     seed: int = 0,
     level: float = 0.95,
-) -> ProbeScores:
-    """Score the probe on eval images: items yield (image_id, tokens (196, 384), map224 uint8 (224, 224))."""
+) -> list[dict[str, Any]]:
+    """Score the probe on eval images -> the ledger measures [probe_miou, probe_accuracy].
+
+    items yield (image_id, tokens (196, 384), map224 uint8 (224, 224)). Each measure keeps the per-image
+    statistics (sparse confusions; [correct, valid]) and its value and interval in percent, drawn from them by
+    `evaluate.ledger.make_measure`, so the pipeline and a paired bootstrap read the same numbers.
+    """
+    from evaluate.ledger import make_measure
+
     ids: list[int] = []
     stats: list[ImageProbeStats] = []
     for image_id, tokens, map224 in items:
         ids.append(int(image_id))
         stats.append(score_image(probe, tokens, map224))
-    if not ids:
-        raise ProbeError("probe_scores: the eval data set has no images")
-    scores = ProbeScores(probe.n_classes, ids, stats, (math.nan,) * 3, (math.nan,) * 3, resamples, seed, level)
-    m = bootstrap_ci(scores.confusion_counts(), "miou-counts", resamples=resamples, seed=seed, level=level)
-    a = bootstrap_ci(scores.patch_counts(), "ratio", resamples=resamples, seed=seed, level=level)
-    scores.miou = tuple(100.0 * v for v in m)
-    scores.patch_accuracy = tuple(100.0 * v for v in a)
-    return scores
+    boot = {"resamples": resamples, "seed": seed, "level": level}
+    return [
+        make_measure("probe_miou", image_ids=ids, per_image=[s.confusion for s in stats], reducer="miou", **boot),
+        make_measure("probe_accuracy", image_ids=ids, per_image=[[s.correct, s.valid] for s in stats],
+                     reducer="ratio", **boot),
+    ]
 
 
 def eval_items(reader: Any, source: Any, class_of_category: dict[int, int]) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:

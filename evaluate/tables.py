@@ -145,7 +145,7 @@ def run_tables(records: Sequence[dict]) -> list[tuple[str, list[str], list[list[
                           key=_measure_sort_key)
             ckpts = sorted({(r["epoch"] is None, r["epoch"] or 0, r["checkpoint"]) for r in recs})
             rows = []
-            for _, epoch_value, ckpt in ckpts:
+            for *_, ckpt in ckpts:
                 epoch = next(r["epoch"] for r in recs if r["checkpoint"] == ckpt)
                 cells = []
                 for col in cols:

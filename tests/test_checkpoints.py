@@ -20,7 +20,6 @@ from evaluate.checkpoints import (
     FORMATS,
     CheckpointError,
     LoadedCheckpoint,
-    backbone_state_dict,
     convert_checkpoint,
     detect_format,
     load_backbone,
@@ -169,8 +168,8 @@ def test_prefixes_are_stripped_only_as_prefixes():
             "extra.module.backbone.w": t["e"],
         },
     }
-    assert backbone_state_dict(state, "selfpatch-train") == {"blocks.0.x": t["a"]}
-    assert backbone_state_dict(state, "selfpatch-train", which="student") == {"blocks.0.x": t["c"]}
+    assert convert_checkpoint(state, "selfpatch-train")[0] == {"blocks.0.x": t["a"]}
+    assert convert_checkpoint(state, "selfpatch-train", which="student")[0] == {"blocks.0.x": t["c"]}
 
 
 # ----------------------------------------------------------------------------------------------------- untrusted files

@@ -18,20 +18,17 @@ from evaluate.probe import (
     ProbeError,
     class_index,
     confusion,
-    dense_confusion,
     fit_probe,
     label_map,
     label_map224,
-    miou,
-    miou_counts,
-    patch_accuracy,
     patch_labels,
     predict_map224,
-    probe_scores,
+    probe_measures,
     score_image,
     sparse_confusion,
     training_tokens,
 )
+from evaluate.ledger import stats_array
 from evaluate.scores import bootstrap_ci
 
 
@@ -171,19 +168,26 @@ def test_confusion_miou_and_accuracy_by_hand():
     # rows true, columns predicted; the 255 pixel is left out
     np.testing.assert_array_equal(conf, [[1, 1, 0], [0, 2, 0], [1, 0, 0]])
     # IoU0 = 1 / (2 + 2 - 1) = 1/3; IoU1 = 2 / (2 + 3 - 2) = 2/3; IoU2 = 0 / (1 + 0 - 0) = 0 -> mean 1/3
+    def miou(conf):  # the product's pooled mIoU in percent: per-image sparse confusion -> counts -> reducer
+        counts, reducer = stats_array([sparse_confusion(conf)], "miou", len(conf))
+        return 100 * bootstrap_ci(counts, reducer, resamples=10)[0]
+
     assert miou(conf) == pytest.approx(100 / 3)
     # a class absent from truth and prediction is not averaged
     assert miou(confusion(true, pred, 5)) == pytest.approx(100 / 3)
     triples = sparse_confusion(conf)
     assert triples == [[0, 0, 1], [0, 1, 1], [1, 1, 2], [2, 0, 1]]
-    np.testing.assert_array_equal(dense_confusion(triples, 3), conf)
-    counts = miou_counts([triples, [[1, 1, 5]]], 3)
+    rebuilt = np.zeros((3, 3), np.int64)
+    for t, p, k in triples:
+        rebuilt[t, p] += k
+    np.testing.assert_array_equal(rebuilt, conf)
+    counts, reducer = stats_array([triples, [[1, 1, 5]]], "miou", 3)
     np.testing.assert_array_equal(counts[0], [[1, 2, 0], [2, 2, 1], [2, 3, 0]])
     # pooled: IoU0 1/3, IoU1 7 / (7 + 8 - 7) = 7/8, IoU2 0 -> (1/3 + 7/8) / 3
-    value = bootstrap_ci(counts, "miou-counts", resamples=10)[0]
+    value = bootstrap_ci(counts, reducer, resamples=10)[0]
     assert value == pytest.approx((1 / 3 + 7 / 8) / 3)
-    assert patch_accuracy(np.array([[3, 4], [1, 4]])) == 50.0
-    assert math.isnan(patch_accuracy(np.array([[0, 0]])))
+    assert 100 * bootstrap_ci(np.array([[3, 4], [1, 4]]), "ratio", resamples=10)[0] == 50.0
+    assert math.isnan(bootstrap_ci(np.array([[0, 0]]), "ratio", resamples=10)[0])
 
 
 def bilinear_reference(logits):
@@ -209,7 +213,7 @@ def test_predict_map224_is_bilinear_upsampling_then_argmax():
     np.testing.assert_array_equal(ours[clear], ref.argmax(axis=2)[clear])
 
 
-def test_score_image_and_probe_scores_by_hand():
+def test_score_image_and_probe_measures_by_hand():
     probe = LinearProbe(np.zeros((3, 384), np.float32), np.array([0.0, 1.0, 0.0], np.float32))  # always class 1
     map224 = np.zeros((224, 224), np.uint8)
     map224[:32, :] = 1  # first two patch rows: class 1 (28 patches, 7168 px)
@@ -218,14 +222,14 @@ def test_score_image_and_probe_scores_by_hand():
     n_bg = 224 * 224 - 7168 - 256
     assert stats.confusion == [[0, 1, n_bg], [1, 1, 7168]]
     assert (stats.correct, stats.valid) == (28, 195)
-    res = probe_scores(probe, [(7, np.ones((196, 384)), map224), (8, np.ones((196, 384)), map224)], resamples=50)
+    res = probe_measures(probe, [(7, np.ones((196, 384)), map224), (8, np.ones((196, 384)), map224)], resamples=50)
+    miou_m, accuracy = res
     # IoU0 = 0; IoU1 = 7168 / (7168 + n_bg) -> mIoU = IoU1 / 2
-    assert res.miou[0] == pytest.approx(100 * 7168 / (7168 + n_bg) / 2)
-    assert res.patch_accuracy[0] == pytest.approx(100 * 28 / 195)
-    assert res.patch_accuracy[1] == pytest.approx(res.patch_accuracy[0])  # identical images: no spread
-    assert res.image_ids == [7, 8]
-    d = res.to_dict()
-    assert d["per_image"][0]["confusion"] == stats.confusion and d["bootstrap"]["resamples"] == 50
+    assert miou_m["value"] == pytest.approx(100 * 7168 / (7168 + n_bg) / 2)
+    assert accuracy["value"] == pytest.approx(100 * 28 / 195)
+    assert accuracy["ci_low"] == pytest.approx(accuracy["value"])  # identical images: no spread
+    assert miou_m["image_ids"] == [7, 8]
+    assert miou_m["per_image"][0] == stats.confusion and accuracy["per_image"][0] == [28, 195]
 
 
 # ------------------------------------------------------------------------------------------------------ training
@@ -390,7 +394,7 @@ def test_probe_parity_with_scikit_learn_on_coco_mini(coco_mini_features):
     x = train_tokens.reshape(-1, 384)
     lam = 1e-4
     probe = fit_probe(x, train_labels, len(classes) + 1, weight_decay=lam, max_iter=150)
-    scores = probe_scores(probe, zip(val_ids, val_tokens, val_maps), resamples=200)
+    miou_m, accuracy = probe_measures(probe, zip(val_ids, val_tokens, val_maps), resamples=200)
 
     keep = train_labels != IGNORE
     mean, std = x[keep].astype(np.float64).mean(0), x[keep].astype(np.float64).std(0)
@@ -400,10 +404,10 @@ def test_probe_parity_with_scikit_learn_on_coco_mini(coco_mini_features):
     vk = val_labels != IGNORE
     sk_pred = sk.predict((val_tokens.reshape(-1, 384)[vk] - mean) / std)
     sk_acc = 100 * float((sk_pred == val_labels[vk]).mean())
-    ours_acc = scores.patch_accuracy[0]
+    ours_acc = accuracy["value"]
     print(f"parity: ours {ours_acc:.2f}% ({probe.meta['iterations']} it), scikit-learn {sk_acc:.2f}%")
     assert abs(ours_acc - sk_acc) <= 1.0, (ours_acc, sk_acc)
-    assert 0 < scores.miou[0] < 100 and scores.miou[1] <= scores.miou[0] <= scores.miou[2]
+    assert 0 < miou_m["value"] < 100 and miou_m["ci_low"] <= miou_m["value"] <= miou_m["ci_high"]
 
 
 def test_onednn_and_mkl_products_fit_the_same_probe(monkeypatch):
