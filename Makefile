@@ -7,11 +7,16 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 CORES ?= 2
 PROFILE ?= workflow/profiles/local
 SNAKEMAKE_ARGS ?=
+# CONFIG=my.yaml runs the workflow on that file alone: it replaces config.yaml, never merges with the demo's entries
+CONFIG ?=
+CONFIG_ARGS := $(if $(CONFIG),--configfile $(CONFIG) --replace-workflow-config)
+SMK = $(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) $(CONFIG_ARGS)
 
 .PHONY: setup run dry-run features tables unlock report verify test check bench slurm-test clean help
 
 help:
-	@echo "make run        set up, then run the whole workflow on config.yaml (the embedded demo as shipped)"
+	@echo "make run        set up, then run the whole workflow on config.yaml (the embedded demo as shipped);"
+	@echo "                make run CONFIG=my.yaml runs it on my.yaml alone"
 	@echo "make test       set up, then run the test suite"
 	@echo "make check      the bad-input matrix alone"
 	@echo "make dry-run    list the jobs that would run"
@@ -32,26 +37,26 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 run: setup
-	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) $(SNAKEMAKE_ARGS)
-	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) --report results/report.html
+	$(SMK) $(SNAKEMAKE_ARGS)
+	$(SMK) --report results/report.html
 
 dry-run: setup
-	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) --dry-run
+	$(SMK) --dry-run
 
 features: setup
-	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) features
+	$(SMK) features
 
 # Only the ledger's rules may run: features, masks and records are taken as they are, even if code changed.
 tables: setup
-	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) --allowed-rules scores tables figures \
+	$(SMK) --allowed-rules scores tables figures \
 	    --forcerun scores tables figures -- scores tables figures
 
 # After a killed run Snakemake keeps its lock on the working directory; this releases it (outputs stay).
 unlock: setup
-	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) --unlock
+	$(SMK) --unlock
 
 report: setup
-	$(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) --report results/report.html
+	$(SMK) --report results/report.html
 
 verify: setup
 	$(PY) -m evaluate.ledger verify results/ledger

@@ -53,7 +53,7 @@ import scipy.linalg
 import scipy.linalg.blas as _blas
 import scipy.ndimage
 
-from decoders.settings import DecoderError, NcutSettings
+from decoders.settings import DEFAULT_GRID_SPEC, DecoderError, NcutSettings, settings_grid  # noqa: F401 (protocol)
 
 GRID = (30, 30)
 SOLVERS = ("lanczos", "dense")
@@ -596,7 +596,7 @@ def eigenvector(
     return x.reshape(image.grid)
 
 
-# The decoder protocol (decoders/__init__.py): name, settings type, decode, sweep.
+# The decoder protocol (decoders/__init__.py): name, settings type, its sweep grid, decode, sweep.
 NAME = "ncut"
 Settings = NcutSettings
 decode = ncut_decode

@@ -59,3 +59,38 @@ def canonical_json(obj: Any) -> str:
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write `obj` as canonical JSON to `path` atomically."""
     write_text(path, canonical_json(obj))
+
+
+def plain_json(obj: Any) -> Any:
+    """`obj` as plain JSON types (numpy scalars/arrays -> Python, tuples -> lists, keys -> str).
+
+    NaN or infinity raises ValueError (JSON has no such number): a value that does not exist is None.
+    """
+    import math
+
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {str(k): plain_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain_json(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return plain_json(obj.tolist())
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        value = float(obj)
+        if not math.isfinite(value):
+            raise ValueError(f"value {value!r} is not finite; use null for a measure that has no value")
+        return value
+    if obj is None or isinstance(obj, str):
+        return obj
+    raise ValueError(f"holds a {type(obj).__name__}, which has no JSON form")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON object in a file written by this package (its own outputs: manifests, shard ids, masks)."""
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)

@@ -33,7 +33,7 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 
 from evaluate import EvaluationError
-from evaluate.images import ImageError, open_rgb
+from evaluate.images import open_rgb
 from evaluate.provenance import sha256_file, sha256_json
 
 IMAGE_KEYS = ("id", "file_name", "height", "width")
@@ -56,7 +56,7 @@ def _is_number(value: Any) -> bool:
 class CocoDataset:
     """A COCO instances data set: `images_dir` holds the files named by `annotations_path`'s `images[].file_name`.
 
-    Attributes: `.image_ids` sorted list[int]; `.category_ids` sorted list[int]; `.coco` a pycocotools COCO built
+    Attributes: `.image_ids` sorted list[int]; `.category_ids` sorted list[int]; `.categories` id -> name; `.coco` a pycocotools COCO built
     from the validated JSON (without its prints); `.annotations_sha256` hex sha256 of the annotation file's bytes.
     """
 
@@ -72,6 +72,7 @@ class CocoDataset:
         self.coco = coco
         self.image_ids: list[int] = sorted(coco.imgs)
         self.category_ids: list[int] = sorted(coco.cats)
+        self.categories: dict[int, str] = {int(c): str(coco.cats[c]["name"]) for c in self.category_ids}
         self.has_labels: bool = bool(data.get("annotations"))
         self._anns_by_image: dict[int, list[dict]] = {i: [] for i in self.image_ids}
         for ann in data.get("annotations", []):
@@ -323,3 +324,38 @@ def quiet_pycocotools():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*copy keyword.*", category=DeprecationWarning)
         yield
+
+
+def dataset_manifest(dataset: CocoDataset, name: str, roles: list[str], shard_size: int) -> dict:
+    """The manifest of a data set of the run, after checking it can serve its roles and every image file opens.
+
+    A data set with a role scores against labels, so one whose annotation file holds no annotations is refused.
+    Returns `CocoDataset.manifest(shard_size)` with the data set's name added.
+    """
+    if roles and not dataset.has_labels:
+        raise DatasetError(
+            f"{dataset.annotations_path}: holds no annotations, but data set {name!r} has role(s) "
+            f"{', '.join(roles)}, which score against labels"
+        )
+    dataset.validate_files()
+    return {**dataset.manifest(int(shard_size)), "dataset": name}
+
+
+def manifest_sizes(manifest: dict) -> dict[int, tuple[int, int]]:
+    """image id -> (height, width) from a manifest."""
+    return {int(i): (int(h), int(w)) for i, (h, w) in zip(manifest["image_ids"], manifest["sizes"])}
+
+
+def read_category_names(annotations_path: str | os.PathLike) -> dict[int, str]:
+    """Category id -> name of a COCO annotation file, read without validating the rest (a config-time check).
+
+    Reading the category list is not an opening of the data set's labels: it says which classes exist, nothing
+    about any image.
+    """
+    path = Path(annotations_path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        return {int(c["id"]): str(c["name"]) for c in data.get("categories", [])}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise DatasetError(f"{path}: cannot read its category list ({type(exc).__name__}: {exc})") from None

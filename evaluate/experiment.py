@@ -59,6 +59,7 @@ class Dataset:
     sealed: bool = False
     budget: int | None = None
     demo: dict | None = None
+    probe: bool = True  # scored by the probe when it is an eval data set (config: datasets.<name>.probe)
 
 
 def _pattern_regex(pattern: str) -> tuple[str, re.Pattern]:
@@ -102,13 +103,19 @@ def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
         table[name] = Checkpoint(
             name=name,
             path=str(entry["path"]),
-            run=str(entry.get("run", name)),
-            epoch=int(entry.get("epoch", 0)),
-            which=entry.get("which", "teacher"),
+            run=str(entry.get("run", name)),  # a derived default: the run of an unnamed checkpoint is its name
+            epoch=int(entry["epoch"]),
+            which=entry["which"],
             demo=entry.get("demo"),
         )
+        if table[name].demo is not None:
+            from evaluate.demo import CHECKPOINT_FORMATS
+
+            if table[name].demo["format"] not in CHECKPOINT_FORMATS:
+                raise ConfigError(f"config.yaml: checkpoints.{name}.demo.format: {table[name].demo['format']!r} is not "
+                                  f"a demo checkpoint format (one of {', '.join(CHECKPOINT_FORMATS)})")
     for spec in config.get("checkpoint_globs") or []:
-        for ckpt in discover_checkpoints(spec["pattern"], spec.get("prefix", ""), spec.get("which", "teacher")):
+        for ckpt in discover_checkpoints(spec["pattern"], spec["prefix"], spec["which"]):
             if ckpt.name in table:
                 raise ConfigError(
                     f"config.yaml: checkpoint name {ckpt.name!r} from pattern {spec['pattern']!r} "
@@ -127,7 +134,7 @@ def dataset_table(config: dict[str, Any]) -> dict[str, Dataset]:
         for role in roles:
             if role not in ROLES:
                 raise ConfigError(f"config.yaml: datasets.{name}.roles: unknown role {role!r} (known: {', '.join(ROLES)})")
-        sealed = bool(entry.get("sealed", False))
+        sealed = bool(entry["sealed"])
         budget = entry.get("budget")
         if sealed and budget is None:
             raise ConfigError(f"config.yaml: datasets.{name} is sealed but has no 'budget' (how often its labels may be opened)")
@@ -139,8 +146,25 @@ def dataset_table(config: dict[str, Any]) -> dict[str, Dataset]:
             sealed=sealed,
             budget=None if budget is None else int(budget),
             demo=entry.get("demo"),
+            probe=bool(entry["probe"]),
         )
     return table
+
+
+SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def load_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `config` validated against the schema, every default the schema states filled in (what the
+    workflow's common.smk does to the config it runs on)."""
+    import copy
+
+    from snakemake.utils import validate
+
+    checked = copy.deepcopy(config)
+    check_config_names(checked)
+    validate(checked, str(SCHEMA))
+    return checked
 
 
 def check_config_names(config: dict[str, Any]) -> None:
@@ -175,12 +199,63 @@ class Experiment:
             raise ConfigError("config.yaml: more than one data set has the role 'select'; the decoder is tuned on one")
         if self.by_role("probe-train") and len(self.by_role("probe-train")) > 1:
             raise ConfigError("config.yaml: more than one data set has the role 'probe-train'")
+        from decoders import DecoderError, sweep_settings
+
+        try:
+            sweep_settings(self.config["decoder"])
+        except DecoderError as exc:
+            raise ConfigError(f"config.yaml: decoder: {exc}") from None
         overlap = set(self.by_role("select")) & set(self.by_role("eval"))
         if overlap:
             raise ConfigError(
                 f"config.yaml: data set(s) {sorted(overlap)} have both roles 'select' and 'eval': settings chosen on "
                 "the images they are reported on would flatter the decoder"
             )
+
+    @property
+    def probe_eval_datasets(self) -> list[str]:
+        """The eval data sets the probe is scored on: every eval data set not marked `probe: false`."""
+        return [name for name in self.by_role("eval") if self.datasets[name].probe] if self.probe_train_dataset else []
+
+    def check_probe_categories(self) -> None:
+        """Refuse, before any job runs, an eval data set with a category name the probe-train set lacks.
+
+        The probe's classes are the probe-train set's categories, matched to an eval set's by name (never by id).
+        Category lists are read from the annotation files that exist now, or, for a demo data set not yet drawn,
+        from the demo's own categories; reading a category list is not an opening of the labels.
+        """
+        if not self.probe_train_dataset:
+            return
+        from evaluate.probe import unmatched_categories
+
+        train = self._category_names(self.probe_train_dataset)
+        if train is None:
+            return
+        classes = list(train.values())
+        for name in self.probe_eval_datasets:
+            names = self._category_names(name)
+            missing = unmatched_categories(classes, names) if names is not None else []
+            if missing:
+                raise ConfigError(
+                    f"config.yaml: datasets.{name} ({self.datasets[name].annotations}) has category name(s) "
+                    f"{missing} that the probe-train data set {self.probe_train_dataset!r} lacks (it has: "
+                    f"{', '.join(sorted(set(classes)))}). The probe matches categories by name, so rename them to "
+                    f"the probe-train set's names, or set `probe: false` on datasets.{name} to score it by the "
+                    "decoder only"
+                )
+
+    def _category_names(self, dataset: str) -> dict[int, str] | None:
+        """Category id -> name of a data set, or None where its annotation file does not exist yet."""
+        from evaluate.datasets import read_category_names
+
+        entry = self.datasets[dataset]
+        if Path(entry.annotations).is_file():
+            return read_category_names(entry.annotations)
+        if entry.demo is not None:
+            from evaluate.demo import CATEGORIES
+
+            return {int(c["id"]): str(c["name"]) for c in CATEGORIES}
+        return None
 
     def by_role(self, role: str) -> list[str]:
         return [name for name, d in self.datasets.items() if role in d.roles]

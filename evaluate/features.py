@@ -285,3 +285,33 @@ class FeatureReader:
         """Yield (image_ids, memmap (n, N, 384) in the stored dtype) per shard, in order."""
         for shard, ids in enumerate(self._ids):
             yield list(ids), self._array(shard, kind)
+
+
+def resolve_device(device: str) -> str:
+    """config `features.device` -> a torch device: `auto` is "cuda" where a CUDA device is present, else "cpu"."""
+    from evaluate.experiment import ConfigError
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"config.yaml: features.device is {device!r} but no CUDA device is available here")
+    return device
+
+
+def shard_image_ids(manifest: dict, shard: str, manifest_path: str | os.PathLike) -> list[int]:
+    """The image ids of shard `shard` ("000", "001", ...) of a data set's manifest."""
+    index = int(shard)
+    if index >= len(manifest["shards"]):
+        raise FeatureError(f"{manifest_path}: shard {index:03d} does not exist (the manifest has "
+                           f"{len(manifest['shards'])} shards); re-run the workflow so the shard list is re-read")
+    return [int(i) for i in manifest["shards"][index]]
+
+
+def read_shard_keys(keys_path: str | os.PathLike, ids_path: str | os.PathLike) -> tuple[list[int], np.ndarray]:
+    """A shard's image ids and its keys480 as a read-only memory map (n, 900, 384) float16 or float32."""
+    with open(ids_path, encoding="utf-8") as handle:
+        ids = [int(i) for i in json.load(handle)]
+    keys = np.load(keys_path, mmap_mode="r")
+    if keys.shape[0] != len(ids):
+        raise FeatureError(f"{keys_path}: {keys.shape[0]} rows but {len(ids)} ids in {ids_path}")
+    return ids, keys

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -25,7 +25,7 @@ from PIL import Image, ImageOps
 
 from evaluate import EvaluationError
 from evaluate.atomic import atomic_path
-from evaluate.ledger import read_records
+from evaluate.ledger.records import read_records
 
 DPI = 100
 RUN_FIGSIZE = (6.4, 4.0)
@@ -211,3 +211,21 @@ def eigenvector_figure(image_path: str | os.PathLike, eigenvector: np.ndarray, o
         ax.set_xticks([])
         ax.set_yticks([])
     return save_png(fig, out_png)
+
+
+def eigenvector_of_image(manifest: dict, keys480_files: Sequence[str | os.PathLike], settings: Any,
+                         image_id: int | None, dataset: str) -> tuple[int, np.ndarray]:
+    """(image id, its first cut's eigenvector float64 (30, 30)) for the eigenvector figure.
+
+    image_id: config `figures.eigenvector_image`; None takes the data set's first image. keys480_files: the
+    reference checkpoint's keys480 shards of the data set, in shard order.
+    """
+    from decoders.ncut import GRID, eigenvector
+    from evaluate.experiment import ConfigError
+
+    wanted = manifest["image_ids"][0] if image_id is None else int(image_id)
+    if wanted not in manifest["image_ids"]:
+        raise ConfigError(f"config.yaml: figures.eigenvector_image: image id {wanted} is not in data set {dataset}")
+    shard = next(i for i, ids in enumerate(manifest["shards"]) if wanted in ids)
+    keys = np.load(keys480_files[shard], mmap_mode="r")[manifest["shards"][shard].index(wanted)]
+    return wanted, eigenvector(np.asarray(keys, dtype=np.float32), settings, GRID)

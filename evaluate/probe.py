@@ -1,8 +1,10 @@
 """Linear probe on tokens224: label maps, patch labels, a deterministic multinomial logistic regression, scores.
 
-Labels (DESIGN §6)
-- `class_index(category_ids)`: categories become classes 1..K in category-id order; 0 is background. The caller
-  passes the same category list (the probe-train data set's) for every data set of a run.
+Labels (docs/design.md §6)
+- `probe_classes(categories)`: the probe-train set's categories become classes 1..K in category-id order; 0 is
+  background. `class_index(classes, categories)` maps any data set's category ids to these classes by NAME, so a
+  data set that numbers the same classes differently is scored right, and one whose id 1 means something else is
+  refused instead of silently scored as class 1.
 - `label_map`: each pixel gets the class of the non-crowd instance covering it. Overlaps: the instance with fewer
   decoded pixels wins; on equal areas the higher annotation id. An instance wins over a crowd region; crowd pixels
   that no instance covers are 255 (ignore); everything else is 0.
@@ -27,22 +29,16 @@ Probe
 - scikit-learn equivalence: `LogisticRegression(C = 1 / (weight_decay * N), solver="lbfgs")` on the same
   standardised features minimises the same objective (its loss is `C * sum CE + ||W||^2 / 2`, i.e. ours times
   1 / weight_decay); it has no outputs for classes absent from training, whose logits ours pushes down.
-- Defaults and why: `weight_decay = 1e-4` on standardised features is a mild ridge: with ~10^5 training tokens
-  the penalty weighs like a handful of tokens per unit of ||W||^2 so the fit stays data-driven, yet it keeps the
-  problem strictly convex (unique, reproducible optimum; finite weights when classes separate). `max_iter = 200`
-  with `tol = 1e-4`: L-BFGS on standardised tokens reaches the tolerance in ~80 iterations at 10^5 tokens and 81
-  classes; 200 leaves headroom without letting a pathological case run for long. `max_tokens = 300_000`: at
-  10,000 images (1.96 M tokens) a full-batch pass costs ~5 s on 2 cores, so the training set is a uniform,
-  seeded subsample of the non-ignored tokens across all images (each image keeps ~15%); 300k tokens is ~10x the
-  31k parameters of an 81-class probe, and a fit then takes ~30 s on 2 cores (`bench/probe.py --tokens 300000
-  --classes 81`: 27.5 s, scikit-learn 50.8 s).
+- Settings: `weight_decay`, `max_iter`, `tol` and `max_tokens` come from config.yaml's `probe` section; their
+  defaults, and why they are what they are, live in workflow/schemas/config.schema.yaml. When there are more
+  non-ignored training tokens than `max_tokens`, the training set is a uniform, seeded subsample across all images.
 
 Scores on eval (per image): logits (196, K+1) -> (14, 14) -> bilinear upsample to 224 x 224
 (`torch.nn.functional.interpolate`, align_corners=False) -> argmax (first maximum) -> confusion against the
 label map224, 255 pixels left out. mIoU (%) from the pooled confusion over classes with nonzero union
 (background included). Patch accuracy (%) = correct / valid patches, from per-image [correct, valid] ("ratio").
 95% percentile bootstrap intervals over images as for Jaccard: `probe_measures` hands the per-image statistics to
-`evaluate.ledger.make_measure` (reducers "miou" and "ratio" of `evaluate.scores.bootstrap_ci`).
+`evaluate.measures.make_measure` (reducers "miou" and "ratio" of `evaluate.scores.bootstrap_ci`).
 """
 
 from __future__ import annotations
@@ -51,7 +47,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -67,11 +63,6 @@ SIZE = GRID * PATCH  # 224
 N_PATCHES = GRID * GRID  # 196
 FEATURE_DIM = 384
 
-DEFAULT_WEIGHT_DECAY = 1e-4
-DEFAULT_MAX_ITER = 200
-DEFAULT_TOL = 1e-4
-DEFAULT_MAX_TOKENS = 300_000
-
 
 class ProbeError(EvaluationError):
     """Labels, features or a probe file the probe cannot use; the message names the image, array or file."""
@@ -80,14 +71,47 @@ class ProbeError(EvaluationError):
 # ----------------------------------------------------------------------------------------------------------- labels
 
 
-def class_index(category_ids: Iterable[int]) -> dict[int, int]:
-    """COCO category id -> class 1..K in increasing category-id order (0 is background, 255 ignore)."""
-    ids = sorted({int(c) for c in category_ids})
+def probe_classes(categories: Mapping[int, str], where: str) -> list[str]:
+    """The probe's classes: the probe-train set's category names in category-id order (class k + 1 = names[k]).
+
+    categories: category id -> name of the probe-train data set. Names must be unique: classes are matched by
+    name across data sets.
+    """
+    ids = sorted(int(c) for c in categories)
     if not ids:
-        raise ProbeError("class_index: the category list is empty; the probe needs at least one category")
+        raise ProbeError(f"{where}: the category list is empty; the probe needs at least one category")
     if len(ids) > 254:
-        raise ProbeError(f"class_index: {len(ids)} categories do not fit uint8 labels (at most 254; 255 is ignore)")
-    return {cat: k + 1 for k, cat in enumerate(ids)}
+        raise ProbeError(f"{where}: {len(ids)} categories do not fit uint8 labels (at most 254; 255 is ignore)")
+    names = [str(categories[c]) for c in ids]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ProbeError(f"{where}: category name(s) {repeated} appear more than once; classes are matched by name")
+    return names
+
+
+def unmatched_categories(classes: Sequence[str], categories: Mapping[int, str]) -> list[str]:
+    """The category names of a data set that are not among the probe's classes, sorted."""
+    known = set(classes)
+    return sorted({str(n) for n in categories.values() if str(n) not in known})
+
+
+def class_index(classes: Sequence[str], categories: Mapping[int, str], where: str) -> dict[int, int]:
+    """A data set's category id -> probe class 1..K, matched by NAME (never by id alone).
+
+    classes: `probe_classes` of the probe-train set; categories: category id -> name of the data set scored.
+    A category name the probe does not know is a ProbeError naming them (config-time checks catch it first).
+    """
+    missing = unmatched_categories(classes, categories)
+    if missing:
+        raise ProbeError(f"{where}: category name(s) {missing} are not among the probe's classes "
+                         f"({', '.join(classes)}); set probe: false on this data set to score it by the decoder only")
+    class_of_name = {name: k + 1 for k, name in enumerate(classes)}
+    return {int(c): class_of_name[str(n)] for c, n in categories.items()}
+
+
+def probe_setting(weight_decay: float, max_iter: int) -> str:
+    """The probe's setting as the ledger names it, e.g. `linear,wd=0.0001,it=100`."""
+    return f"linear,wd={weight_decay:g},it={max_iter}"
 
 
 def _coco_of(source: Any) -> Any:
@@ -288,9 +312,9 @@ def fit_probe(
     labels: np.ndarray,
     n_classes: int,
     *,
-    weight_decay: float = DEFAULT_WEIGHT_DECAY,
-    max_iter: int = DEFAULT_MAX_ITER,
-    tol: float = DEFAULT_TOL,
+    weight_decay: float,
+    max_iter: int,
+    tol: float,
 ) -> LinearProbe:
     """Train the probe: multinomial logistic regression with L2 on standardised features (module docstring).
 
@@ -389,7 +413,7 @@ def dataset_patch_labels(source: Any, image_ids: Iterable[int], class_of_categor
 
 
 def training_tokens(
-    reader: Any, labels: np.ndarray, *, max_tokens: int = DEFAULT_MAX_TOKENS, seed: int = 0
+    reader: Any, labels: np.ndarray, *, max_tokens: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """The probe's training set from feature shards: (features float32 (M, 384), labels uint8 (M,)).
 
@@ -484,17 +508,17 @@ def probe_measures(
     probe: LinearProbe,
     items: Iterable[tuple[int, np.ndarray, np.ndarray]],
     *,
-    resamples: int = 10000,
-    seed: int = 0,
+    resamples: int,
+    seed: int,
     level: float = 0.95,
 ) -> list[dict[str, Any]]:
     """Score the probe on eval images -> the ledger measures [probe_miou, probe_accuracy].
 
     items yield (image_id, tokens (196, 384), map224 uint8 (224, 224)). Each measure keeps the per-image
     statistics (sparse confusions; [correct, valid]) and its value and interval in percent, drawn from them by
-    `evaluate.ledger.make_measure`, so the pipeline and a paired bootstrap read the same numbers.
+    `evaluate.measures.make_measure`, so the pipeline and a paired bootstrap read the same numbers.
     """
-    from evaluate.ledger import make_measure
+    from evaluate.measures import make_measure
 
     ids: list[int] = []
     stats: list[ImageProbeStats] = []

@@ -83,6 +83,92 @@ def source_hash(paths: Iterable[str | os.PathLike]) -> str:
     return digest.hexdigest()[:16]
 
 
+PACKAGES = ("evaluate", "decoders")  # the project's own packages: what a code hash follows
+
+
+def module_file(name: str) -> Path | None:
+    """The file of one of the project's modules (`evaluate.features` -> evaluate/features.py), or None."""
+    if name.split(".")[0] not in PACKAGES:
+        return None
+    base = REPO_ROOT.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported_modules(nodes: Iterable[ast.AST], package: str) -> set[str]:
+    """The project's modules named by the import statements among `nodes` (relative imports resolved)."""
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from pkg import module`
+    return {name for name in found if module_file(name) is not None}
+
+
+def _with_parents(name: str) -> list[str]:
+    """`a.b.c` -> [a, a.b, a.b.c]: importing a module runs its packages' __init__ first."""
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def module_closure(names: Iterable[str]) -> list[Path]:
+    """Every project module that importing `names` can execute: their imports anywhere in the file (function
+    bodies included), transitively, with their packages' __init__ files. Sorted paths."""
+    seen: set[str] = set()
+    todo = [parent for name in names for parent in _with_parents(name)]
+    while todo:
+        name = todo.pop()
+        if name in seen or module_file(name) is None:
+            continue
+        seen.add(name)
+        path = module_file(name)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for imported in _imported_modules(ast.walk(tree), package):
+            todo.extend(_with_parents(imported))
+    return sorted(module_file(name) for name in seen)
+
+
+def job_modules(job: str) -> list[Path]:
+    """The files a rule's job executes: `"evaluate.jobs.decoder:decode"` -> the job module, and the closure of the
+    modules its module-level imports, the job function and the module's helper functions it calls import."""
+    module, _, function = job.partition(":")
+    path = module_file(module)
+    if path is None or not function:
+        raise ValueError(f"job {job!r}: expected 'package.module:function' of a module of {', '.join(PACKAGES)}")
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if function not in functions:
+        raise ValueError(f"job {job!r}: {path} defines no function {function!r}")
+    reached, todo = set(), [function]
+    while todo:  # the job function and the module's own functions it names, transitively
+        name = todo.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        todo.extend(n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name) and n.id in functions)
+    nodes = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for name in reached:
+        nodes.extend(ast.walk(functions[name]))
+    package = module.rpartition(".")[0]
+    parents = _with_parents(package) if package else []
+    return sorted(set(module_closure([*parents, *_imported_modules(nodes, package)])) | {path})
+
+
+def job_code_hash(job: str, *extra: str | os.PathLike) -> str:
+    """`source_hash` of what a rule's job executes (`job_modules`), plus `extra` files (its script adapter)."""
+    return source_hash([*extra, *job_modules(job)])
+
+
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """`<git commit>[+dirty]:<source hash of evaluate/ and decoders/>`; `nogit` outside a git checkout."""

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Sequence
 
 from evaluate.atomic import write_text
-from evaluate.ledger import PERCENT, LedgerError, read_records, stats_array
+from evaluate.ledger import LedgerError
+from evaluate.ledger.records import read_records
+from evaluate.measures import PERCENT, stats_array
 
 MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "miou", "patch_accuracy")
 LATEX_SPECIALS = {
@@ -162,8 +164,8 @@ def _percent(x: float) -> float | None:
     return None if not math.isfinite(float(x)) else PERCENT * float(x)
 
 
-def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int = 10000,
-                      seed: int = 0) -> tuple[float | None, float | None, float | None, int]:
+def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int,
+                      seed: int) -> tuple[float | None, float | None, float | None, int]:
     """(diff, lo, hi, n) in percent points: measure a minus measure b over the images both scored, paired by
     image id (`evaluate.scores.paired_bootstrap_diff` on the per-image statistics, times PERCENT).
 
@@ -190,8 +192,8 @@ def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int = 1000
     return _percent(diff), _percent(lo), _percent(hi), len(pairs)
 
 
-def compare_tables(records: Sequence[dict], compare_to: str, *, resamples: int = 10000,
-                   seed: int = 0) -> list[tuple[str, list[str], list[list[str]]]]:
+def compare_tables(records: Sequence[dict], compare_to: str, *, resamples: int,
+                   seed: int) -> list[tuple[str, list[str], list[list[str]]]]:
     """Per eval data set: every checkpoint minus `compare_to`, paired bootstrap "diff [lo, hi]" per measure."""
     evals = [r for r in records if r["role"] == "eval"]
     if not any(r["checkpoint"] == compare_to for r in evals):
@@ -262,49 +264,19 @@ def sweep_table(sweep_csv: str | os.PathLike) -> tuple[str, list[str], list[list
     return "sweep", header, rows
 
 
-def build_tables(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, compare_to: str | None,
-                 sweep_csv: str | os.PathLike | None = None, bootstrap: dict | None = None) -> list[Path]:
+def build_tables(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, compare_to: str | None, *,
+                 resamples: int, seed: int, sweep_csv: str | os.PathLike | None = None) -> list[Path]:
     """Every table from `{ledger_dir}/records` (and the sweep CSV when given) into `out_dir`; return the files.
 
-    `bootstrap` = {"resamples": int, "seed": int} for the paired differences (default 10,000 and 0).
+    resamples, seed: the run's bootstrap (config.yaml `bootstrap`), for the paired differences.
     """
-    bootstrap = dict(bootstrap or {})
     records = read_records(Path(ledger_dir) / "records")
     tables = run_tables(records)
     if compare_to is not None:
-        tables += compare_tables(records, compare_to, resamples=int(bootstrap.get("resamples", 10000)),
-                                 seed=int(bootstrap.get("seed", 0)))
+        tables += compare_tables(records, compare_to, resamples=resamples, seed=seed)
     if sweep_csv is not None:
         tables.append(sweep_table(sweep_csv))
     files: list[Path] = []
     for stem, header, rows in tables:
         files += write_table(out_dir, stem, header, rows)
     return files
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    import argparse  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    from evaluate import EvaluationError  # noqa: PLC0415
-
-    parser = argparse.ArgumentParser(prog="python -m evaluate.tables", description=__doc__.splitlines()[0])
-    parser.add_argument("ledger_dir", nargs="?", default="results/ledger")
-    parser.add_argument("--out", default="results/tables")
-    parser.add_argument("--compare-to", default=None)
-    parser.add_argument("--sweep-csv", default=None)
-    parser.add_argument("--resamples", type=int, default=10000)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    try:
-        files = build_tables(args.ledger_dir, args.out, args.compare_to, args.sweep_csv,
-                             {"resamples": args.resamples, "seed": args.seed})
-    except EvaluationError as exc:
-        print(f"tables failed: {exc}", file=sys.stderr)
-        return 1
-    print(f"wrote {len(files)} files to {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

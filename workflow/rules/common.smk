@@ -1,39 +1,48 @@
-# Config tables, code hashes and input functions shared by every stage.
+# Config tables, code hashes, input functions and params shared by every stage.
 import json
 import re
 
 from snakemake.utils import validate
 
+from evaluate import paths
 from evaluate.experiment import Experiment, check_config_names
-from evaluate.provenance import source_hash
+from evaluate.provenance import job_code_hash
 
 
 check_config_names(config)
-validate(config, schema="../schemas/config.schema.yaml")
+validate(config, schema="../schemas/config.schema.yaml")  # fills in every default the schema states
 EXP = Experiment(config)
+EXP.check_probe_categories()
 CHECKPOINTS = EXP.checkpoints
 DATASETS = EXP.datasets
-FEATURES = config.get("features", {})
-DECODER = config.get("decoder", {})
 SELECT_DATASET = EXP.select_dataset
 PROBE_TRAIN_DATASET = EXP.probe_train_dataset
 EVAL_DATASETS = EXP.by_role("eval")
+PROBE_EVAL_DATASETS = EXP.probe_eval_datasets
 REFERENCE = EXP.reference_checkpoint
+DEMO_DATASETS = [n for n, d in DATASETS.items() if d.demo]
+DEMO_CHECKPOINTS = [n for n, c in CHECKPOINTS.items() if c.demo]
 
-# What each stage's numbers depend on. A change to what this code does (not to its comments) re-runs the stage's
-# jobs through `params: code=...`; an edit elsewhere (README, tables, figures) leaves the features alone.
-CODE = {
-    "datasets": source_hash(["evaluate/datasets.py"]),
-    "features": source_hash(
-        ["evaluate/backbone.py", "evaluate/checkpoints.py", "evaluate/images.py", "evaluate/datasets.py",
-         "evaluate/features.py"]
-    ),
-    "decoder": source_hash(["decoders"]),
-    "scores": source_hash(["decoders", "evaluate/scores.py", "evaluate/datasets.py", "evaluate/ledger.py"]),
-    "probe": source_hash(["evaluate/probe.py", "evaluate/scores.py", "evaluate/datasets.py", "evaluate/ledger.py"]),
-    "demo_dataset": source_hash(["evaluate/demo.py"]),
-    "demo_checkpoint": source_hash(["evaluate/demo.py", "evaluate/checkpoints.py", "evaluate/backbone.py"]),
+# Each rule's job function. Its code hash covers every module of the project the job can execute (the imports of
+# the job function, transitively; comments and docstrings do not count), so an edit re-runs exactly its jobs.
+SCRIPT = "workflow/scripts/run_job.py"
+JOBS = {
+    "demo_dataset": "evaluate.jobs.demo:demo_dataset",
+    "demo_checkpoint": "evaluate.jobs.demo:demo_checkpoint",
+    "manifest": "evaluate.jobs.features:manifest",
+    "extract": "evaluate.jobs.features:extract",
+    "sweep_decode": "evaluate.jobs.decoder:sweep_decode",
+    "select_setting": "evaluate.jobs.decoder:select_setting",
+    "decode": "evaluate.jobs.decoder:decode",
+    "merge_masks": "evaluate.jobs.decoder:merge_masks",
+    "score_decoder": "evaluate.jobs.decoder:score_decoder",
+    "train_probe": "evaluate.jobs.probe:train_probe",
+    "score_probe": "evaluate.jobs.probe:score_probe",
+    "scores": "evaluate.jobs.ledger:scores",
+    "tables": "evaluate.jobs.ledger:tables",
+    "figures": "evaluate.jobs.ledger:figures",
 }
+CODE = {rule: job_code_hash(job, SCRIPT) for rule, job in JOBS.items()}
 
 
 def _alternatives(names):
@@ -44,6 +53,44 @@ wildcard_constraints:
     checkpoint=_alternatives(CHECKPOINTS),
     dataset=_alternatives(DATASETS),
     shard=r"\d{3}",
+
+
+# ------------------------------------------------------------------------------------------- config as params
+
+
+def dataset_params(name):
+    """Where a data set lives. Its roles, seal and budget are read from the config at run time, so changing them
+    (raising a budget, say) re-runs nothing."""
+    d = DATASETS[name]
+    return {"name": name, "images": d.images, "annotations": d.annotations}
+
+
+def checkpoint_params(name):
+    c = CHECKPOINTS[name]
+    return {"name": name, "path": c.path, "run": c.run, "epoch": c.epoch, "which": c.which}
+
+
+def dataset_of(wildcards):
+    return dataset_params(wildcards.dataset)
+
+
+def checkpoint_of(wildcards):
+    return checkpoint_params(wildcards.checkpoint)
+
+
+def which_of(wildcards):
+    return CHECKPOINTS[wildcards.checkpoint].which
+
+
+def demo_dataset_of(wildcards):
+    return DATASETS[wildcards.dataset].demo
+
+
+def demo_checkpoint_of(wildcards):
+    return CHECKPOINTS[wildcards.checkpoint].demo
+
+
+# ------------------------------------------------------------------------------------------- input functions
 
 
 def checkpoint_path(wildcards):
@@ -62,36 +109,58 @@ def shard_names(dataset):
     return [f"{i:03d}" for i in range(n)]
 
 
-def feature_shards(checkpoint, dataset, name="meta.json"):
-    """One file per shard of `checkpoint` on `dataset` (meta.json marks a complete shard)."""
-    return [f"results/features/{checkpoint}/{dataset}/{s}/{name}" for s in shard_names(dataset)]
+def feature_shards(checkpoint, dataset, pattern=paths.FEATURES_META):
+    """One file per shard of `checkpoint` on `dataset` (meta.json, the default, marks a complete shard)."""
+    return [pattern.format(checkpoint=checkpoint, dataset=dataset, shard=s) for s in shard_names(dataset)]
 
 
 def sweep_shards(wildcards):
-    return [f"results/decoder/sweep/{SELECT_DATASET}/{s}.npz" for s in shard_names(SELECT_DATASET)]
+    return [paths.SWEEP_SHARD.format(dataset=SELECT_DATASET, shard=s) for s in shard_names(SELECT_DATASET)]
 
 
 def decoded_shards(wildcards):
     c, d = wildcards.checkpoint, wildcards.dataset
-    return [f"results/decoder/masks/{c}/{d}/{s}.json" for s in shard_names(d)]
+    return [paths.MASKS_SHARD.format(checkpoint=c, dataset=d, shard=s) for s in shard_names(d)]
 
 
-def decoder_record(checkpoint, dataset):
-    return f"results/ledger/records/decoder/{checkpoint}/{dataset}.json"
+def select_setting_inputs(wildcards):
+    return {
+        "sweep": sweep_shards(wildcards),
+        "manifest": paths.MANIFEST.format(dataset=SELECT_DATASET),
+        "annotations": DATASETS[SELECT_DATASET].annotations,
+        "checkpoint": CHECKPOINTS[REFERENCE].path,
+    }
 
 
-def probe_records(checkpoint):
-    return [f"results/ledger/records/probe/{checkpoint}/{d}.json" for d in EVAL_DATASETS]
+def train_probe_inputs(wildcards):
+    return {
+        "train": feature_shards(wildcards.checkpoint, PROBE_TRAIN_DATASET),
+        "annotations": DATASETS[PROBE_TRAIN_DATASET].annotations,
+        "manifest": paths.MANIFEST.format(dataset=PROBE_TRAIN_DATASET),
+        "checkpoint": CHECKPOINTS[wildcards.checkpoint].path,
+    }
+
+
+def score_probe_inputs(wildcards):
+    c, d = wildcards.checkpoint, wildcards.dataset
+    return {
+        "weights": paths.PROBE_WEIGHTS.format(checkpoint=c),
+        "training": paths.PROBE_TRAINING.format(checkpoint=c),
+        "features": feature_shards(c, d),
+        "annotations": DATASETS[d].annotations,
+        "manifest": paths.MANIFEST.format(dataset=d),
+        "checkpoint": CHECKPOINTS[c].path,
+    }
 
 
 def all_records():
     records = []
     if SELECT_DATASET:
-        records.append(f"results/ledger/records/sweep/{REFERENCE}/{SELECT_DATASET}.json")
-    if SELECT_DATASET and EVAL_DATASETS:
-        records += [decoder_record(c, d) for c in CHECKPOINTS for d in EVAL_DATASETS]
-    if PROBE_TRAIN_DATASET and EVAL_DATASETS:
-        records += [r for c in CHECKPOINTS for r in probe_records(c)]
+        records.append(paths.SWEEP_RECORD.format(checkpoint=REFERENCE, dataset=SELECT_DATASET))
+    if SELECT_DATASET:
+        records += [paths.DECODER_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in EVAL_DATASETS]
+    if PROBE_TRAIN_DATASET:
+        records += [paths.PROBE_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in PROBE_EVAL_DATASETS]
     return records
 
 
@@ -102,17 +171,28 @@ def all_features(wildcards):
 def all_targets(wildcards):
     targets = all_features(wildcards)
     if all_records():
-        targets += ["results/ledger/scores.csv", "results/tables", "results/figures"]
+        targets += [paths.SCORES_CSV, paths.TABLES, paths.FIGURES]
     return targets
 
 
-def dataset_params(name):
-    """Where a data set lives. Its roles, seal and budget are read from the config at run time, so changing them
-    (raising a budget, say) re-runs nothing."""
-    d = DATASETS[name]
-    return {"name": name, "images": d.images, "annotations": d.annotations}
+def tables_inputs(wildcards):
+    inputs = {"scores": paths.SCORES_CSV, "records": all_records()}
+    if SELECT_DATASET:
+        inputs["sweep"] = paths.SWEEP_TABLE
+    return inputs
 
 
-def checkpoint_params(name):
-    c = CHECKPOINTS[name]
-    return {"name": name, "path": c.path, "run": c.run, "epoch": c.epoch, "which": c.which}
+def figure_dataset():
+    """The eval data set the figures draw images of: the first, when the decoder ran on it."""
+    return EVAL_DATASETS[0] if SELECT_DATASET and EVAL_DATASETS else None
+
+
+def figure_inputs(wildcards):
+    inputs = {"scores": paths.SCORES_CSV, "records": all_records()}
+    d = figure_dataset()
+    if d:
+        inputs["masks"] = [paths.MASKS.format(checkpoint=c, dataset=d) for c in CHECKPOINTS]
+        inputs["manifest"] = paths.MANIFEST.format(dataset=d)
+        inputs["keys480"] = feature_shards(REFERENCE, d, paths.KEYS480)
+        inputs["selected"] = paths.SELECTED
+    return inputs

@@ -5,14 +5,15 @@
 rule sweep_decode:
     """Every setting of the sweep grid on one shard of the select data set (label-free: masks only)."""
     input:
-        keys480=f"results/features/{REFERENCE}/{{dataset}}/{{shard}}/keys480.npy",
-        image_ids=f"results/features/{REFERENCE}/{{dataset}}/{{shard}}/image_ids.json",
-        meta=f"results/features/{REFERENCE}/{{dataset}}/{{shard}}/meta.json",
+        keys480=paths.KEYS480.replace("{checkpoint}", REFERENCE),
+        image_ids=paths.IMAGE_IDS.replace("{checkpoint}", REFERENCE),
+        meta=paths.FEATURES_META.replace("{checkpoint}", REFERENCE),
     output:
-        "results/decoder/sweep/{dataset}/{shard}.npz",
+        paths.SWEEP_SHARD,
     params:
-        decoder=DECODER,
-        code=CODE["decoder"],
+        decoder=config["decoder"],
+        job=JOBS["sweep_decode"],
+        code=CODE["sweep_decode"],
     threads: 1
     resources:
         mem_mb=2000,
@@ -22,26 +23,24 @@ rule sweep_decode:
     benchmark:
         "benchmarks/sweep_decode/{dataset}/{shard}.tsv"
     script:
-        "../scripts/sweep_decode.py"
+        "../scripts/run_job.py"
 
 
 rule select_setting:
     """Opens the select data set's labels once, scores every setting, keeps the best by mean Jaccard."""
     input:
-        sweep=sweep_shards,
-        manifest=f"results/datasets/{SELECT_DATASET}/manifest.json",
-        annotations=DATASETS[SELECT_DATASET].annotations if SELECT_DATASET else [],
-        checkpoint=CHECKPOINTS[REFERENCE].path,
+        unpack(select_setting_inputs),
     output:
-        selected="results/decoder/selected.yaml",
-        table="results/decoder/sweep.csv",
-        record=f"results/ledger/records/sweep/{REFERENCE}/{SELECT_DATASET}.json",
+        selected=paths.SELECTED,
+        table=paths.SWEEP_TABLE,
+        record=paths.SWEEP_RECORD.format(checkpoint=REFERENCE, dataset=SELECT_DATASET),
     params:
         dataset=dataset_params(SELECT_DATASET) if SELECT_DATASET else None,
         checkpoint=checkpoint_params(REFERENCE),
-        decoder=DECODER,
-        bootstrap=config.get("bootstrap", {}),
-        code=CODE["scores"],
+        decoder=config["decoder"],
+        bootstrap=config["bootstrap"],
+        job=JOBS["select_setting"],
+        code=CODE["select_setting"],
     threads: 1
     resources:
         mem_mb=4000,
@@ -51,22 +50,22 @@ rule select_setting:
     benchmark:
         "benchmarks/select_setting.tsv"
     script:
-        "../scripts/select_setting.py"
+        "../scripts/run_job.py"
 
 
 rule decode:
     """The selected setting on one shard of one checkpoint's keys: COCO results with RLE masks."""
     input:
-        keys480="results/features/{checkpoint}/{dataset}/{shard}/keys480.npy",
-        image_ids="results/features/{checkpoint}/{dataset}/{shard}/image_ids.json",
-        meta="results/features/{checkpoint}/{dataset}/{shard}/meta.json",
-        manifest="results/datasets/{dataset}/manifest.json",
-        selected="results/decoder/selected.yaml",
+        keys480=paths.KEYS480,
+        image_ids=paths.IMAGE_IDS,
+        meta=paths.FEATURES_META,
+        manifest=paths.MANIFEST,
+        selected=paths.SELECTED,
     output:
-        "results/decoder/masks/{checkpoint}/{dataset}/{shard}.json",
+        paths.MASKS_SHARD,
     params:
-        decoder=DECODER,
-        code=CODE["decoder"],
+        job=JOBS["decode"],
+        code=CODE["decode"],
     threads: 1
     resources:
         mem_mb=2000,
@@ -76,7 +75,7 @@ rule decode:
     benchmark:
         "benchmarks/decode/{checkpoint}/{dataset}/{shard}.tsv"
     script:
-        "../scripts/decode.py"
+        "../scripts/run_job.py"
 
 
 rule merge_masks:
@@ -84,30 +83,34 @@ rule merge_masks:
     input:
         decoded_shards,
     output:
-        "results/decoder/masks/{checkpoint}/{dataset}.json",
+        paths.MASKS,
+    params:
+        job=JOBS["merge_masks"],
+        code=CODE["merge_masks"],
     log:
         "logs/merge_masks/{checkpoint}/{dataset}.log",
     benchmark:
         "benchmarks/merge_masks/{checkpoint}/{dataset}.tsv"
     script:
-        "../scripts/merge_masks.py"
+        "../scripts/run_job.py"
 
 
 rule score_decoder:
     """Opens the eval data set's labels: Jaccard, mask AP, AP50, AR@10, CorLoc -> one ledger record."""
     input:
-        masks="results/decoder/masks/{checkpoint}/{dataset}.json",
-        manifest="results/datasets/{dataset}/manifest.json",
+        masks=paths.MASKS,
+        manifest=paths.MANIFEST,
         annotations=annotations_path,
-        selected="results/decoder/selected.yaml",
+        selected=paths.SELECTED,
         checkpoint=checkpoint_path,
     output:
-        record="results/ledger/records/decoder/{checkpoint}/{dataset}.json",
+        record=paths.DECODER_RECORD,
     params:
-        checkpoint=lambda w: checkpoint_params(w.checkpoint),
-        dataset=lambda w: dataset_params(w.dataset),
-        bootstrap=config.get("bootstrap", {}),
-        code=CODE["scores"],
+        checkpoint=checkpoint_of,
+        dataset=dataset_of,
+        bootstrap=config["bootstrap"],
+        job=JOBS["score_decoder"],
+        code=CODE["score_decoder"],
     threads: 1
     resources:
         mem_mb=4000,
@@ -117,4 +120,4 @@ rule score_decoder:
     benchmark:
         "benchmarks/score_decoder/{checkpoint}/{dataset}.tsv"
     script:
-        "../scripts/score_decoder.py"
+        "../scripts/run_job.py"

@@ -1,16 +1,14 @@
 # The embedded demo: procedurally drawn scenes with exact masks, and seeded random networks in the real formats.
-# Only data sets and checkpoints that carry a `demo:` entry in config.yaml are generated.
-
-DEMO_DATASETS = [n for n, d in DATASETS.items() if d.demo]
-DEMO_CHECKPOINTS = [n for n, c in CHECKPOINTS.items() if c.demo]
+# Only data sets and checkpoints that carry a `demo:` entry in the config are generated.
 
 
 rule demo_dataset:
     output:
-        annotations="results/demo/datasets/{dataset}/annotations.json",
-        images=directory("results/demo/datasets/{dataset}/images"),
+        annotations=paths.DEMO_ANNOTATIONS,
+        images=directory(paths.DEMO_IMAGES),
     params:
-        demo=lambda w: DATASETS[w.dataset].demo,
+        demo=demo_dataset_of,
+        job=JOBS["demo_dataset"],
         code=CODE["demo_dataset"],
     wildcard_constraints:
         dataset=_alternatives(DEMO_DATASETS),
@@ -19,14 +17,15 @@ rule demo_dataset:
     benchmark:
         "benchmarks/demo_dataset/{dataset}.tsv"
     script:
-        "../scripts/demo_dataset.py"
+        "../scripts/run_job.py"
 
 
 rule demo_checkpoint:
     output:
-        "results/demo/checkpoints/{checkpoint}.pth",
+        paths.DEMO_CHECKPOINT,
     params:
-        demo=lambda w: CHECKPOINTS[w.checkpoint].demo,
+        demo=demo_checkpoint_of,
+        job=JOBS["demo_checkpoint"],
         code=CODE["demo_checkpoint"],
     wildcard_constraints:
         checkpoint=_alternatives(DEMO_CHECKPOINTS),
@@ -35,4 +34,4 @@ rule demo_checkpoint:
     benchmark:
         "benchmarks/demo_checkpoint/{checkpoint}.tsv"
     script:
-        "../scripts/demo_checkpoint.py"
+        "../scripts/run_job.py"

@@ -5,37 +5,36 @@ checkpoint manifest:
     input:
         annotations=annotations_path,
     output:
-        manifest="results/datasets/{dataset}/manifest.json",
+        manifest=paths.MANIFEST,
     params:
-        dataset=lambda w: dataset_params(w.dataset),
-        shard_size=FEATURES.get("shard_size", 64),
-        code=CODE["datasets"],
+        dataset=dataset_of,
+        shard_size=config["features"]["shard_size"],
+        job=JOBS["manifest"],
+        code=CODE["manifest"],
     log:
         "logs/manifest/{dataset}.log",
     benchmark:
         "benchmarks/manifest/{dataset}.tsv"
     script:
-        "../scripts/manifest.py"
+        "../scripts/run_job.py"
 
 
 rule extract:
     input:
         checkpoint=checkpoint_path,
-        manifest="results/datasets/{dataset}/manifest.json",
+        manifest=paths.MANIFEST,
     output:
-        keys480="results/features/{checkpoint}/{dataset}/{shard}/keys480.npy",
-        tokens224="results/features/{checkpoint}/{dataset}/{shard}/tokens224.npy",
-        image_ids="results/features/{checkpoint}/{dataset}/{shard}/image_ids.json",
-        meta="results/features/{checkpoint}/{dataset}/{shard}/meta.json",
+        keys480=paths.KEYS480,
+        tokens224=paths.TOKENS224,
+        image_ids=paths.IMAGE_IDS,
+        meta=paths.FEATURES_META,
     params:
-        which=lambda w: CHECKPOINTS[w.checkpoint].which,
-        dataset=lambda w: dataset_params(w.dataset),
-        batch_size=FEATURES.get("batch_size", 8),
-        dtype=FEATURES.get("dtype", "float16"),
-        device=FEATURES.get("device", "auto"),
-        autocast=FEATURES.get("autocast", False),
-        code=CODE["features"],
-    threads: FEATURES.get("threads", 2)
+        which=which_of,
+        dataset=dataset_of,
+        features={k: config["features"][k] for k in ("batch_size", "dtype", "device", "autocast")},
+        job=JOBS["extract"],
+        code=CODE["extract"],
+    threads: config["features"]["threads"]
     resources:
         mem_mb=4000,
         runtime=120,
@@ -44,7 +43,7 @@ rule extract:
     benchmark:
         "benchmarks/extract/{checkpoint}/{dataset}/{shard}.tsv"
     script:
-        "../scripts/extract.py"
+        "../scripts/run_job.py"
 
 
 rule features:

@@ -6,48 +6,40 @@ rule scores:
     input:
         all_records(),
     output:
-        csv="results/ledger/scores.csv",
-        parquet="results/ledger/scores.parquet",
+        csv=paths.SCORES_CSV,
+        parquet=paths.SCORES_PARQUET,
+    params:
+        job=JOBS["scores"],
+        code=CODE["scores"],
     log:
         "logs/scores.log",
     benchmark:
         "benchmarks/scores.tsv"
     script:
-        "../scripts/scores.py"
+        "../scripts/run_job.py"
 
 
 rule tables:
     input:
-        scores="results/ledger/scores.csv",
-        records=all_records(),
-        sweep="results/decoder/sweep.csv" if SELECT_DATASET else [],
+        unpack(tables_inputs),
     output:
         report(
-            directory("results/tables"),
+            directory(paths.TABLES),
             patterns=["{name}.md"],
             category="Tables",
             caption="../report/tables.rst",
         ),
     params:
         compare_to=config.get("compare_to"),
-        bootstrap=config.get("bootstrap", {}),
+        bootstrap=config["bootstrap"],
+        job=JOBS["tables"],
+        code=CODE["tables"],
     log:
         "logs/tables.log",
     benchmark:
         "benchmarks/tables.tsv"
     script:
-        "../scripts/tables.py"
-
-
-def figure_inputs(wildcards):
-    inputs = {"scores": "results/ledger/scores.csv", "records": all_records()}
-    if SELECT_DATASET and EVAL_DATASETS:
-        d = EVAL_DATASETS[0]
-        inputs["masks"] = [f"results/decoder/masks/{c}/{d}.json" for c in CHECKPOINTS]
-        inputs["manifest"] = f"results/datasets/{d}/manifest.json"
-        inputs["keys480"] = feature_shards(REFERENCE, d, "keys480.npy")
-        inputs["selected"] = "results/decoder/selected.yaml"
-    return inputs
+        "../scripts/run_job.py"
 
 
 rule figures:
@@ -55,19 +47,21 @@ rule figures:
         unpack(figure_inputs),
     output:
         report(
-            directory("results/figures"),
+            directory(paths.FIGURES),
             patterns=["{name}.png"],
             category="Figures",
             caption="../report/figures.rst",
         ),
     params:
-        figures=config.get("figures", {}),
-        dataset=dataset_params(EVAL_DATASETS[0]) if EVAL_DATASETS else None,
+        figures=config["figures"],
+        dataset=dataset_params(figure_dataset()) if figure_dataset() else None,
         checkpoints=list(CHECKPOINTS),
         reference=REFERENCE,
+        job=JOBS["figures"],
+        code=CODE["figures"],
     log:
         "logs/figures.log",
     benchmark:
         "benchmarks/figures.tsv"
     script:
-        "../scripts/figures.py"
+        "../scripts/run_job.py"

@@ -1,41 +1,54 @@
-# Stage 4: one linear layer on the frozen tokens224, trained on `probe-train`, scored on every `eval` data set.
+# Stage 4: one linear layer on the frozen tokens224, trained once per checkpoint on `probe-train`, and scored by
+# its own job on each `eval` data set, so a new eval data set runs only its own scoring jobs.
 
 
-def probe_inputs(wildcards):
-    c = wildcards.checkpoint
-    inputs = {
-        "train": feature_shards(c, PROBE_TRAIN_DATASET),
-        "train_annotations": DATASETS[PROBE_TRAIN_DATASET].annotations,
-        "train_manifest": f"results/datasets/{PROBE_TRAIN_DATASET}/manifest.json",
-        "checkpoint": CHECKPOINTS[c].path,
-    }
-    for d in EVAL_DATASETS:
-        inputs[f"eval_{d}"] = feature_shards(c, d)
-        inputs[f"eval_annotations_{d}"] = DATASETS[d].annotations
-        inputs[f"eval_manifest_{d}"] = f"results/datasets/{d}/manifest.json"
-    return inputs
-
-
-rule probe:
+rule train_probe:
+    """Opens the probe-train set's labels once: the probe's weights and what it was trained on."""
     input:
-        unpack(probe_inputs),
+        unpack(train_probe_inputs),
     output:
-        weights="results/probe/{checkpoint}/probe.safetensors",
-        records=[f"results/ledger/records/probe/{{checkpoint}}/{d}.json" for d in EVAL_DATASETS],
+        weights=paths.PROBE_WEIGHTS,
+        training=paths.PROBE_TRAINING,
     params:
-        checkpoint=lambda w: checkpoint_params(w.checkpoint),
-        train=dataset_params(PROBE_TRAIN_DATASET) if PROBE_TRAIN_DATASET else None,
-        evals=[dataset_params(d) for d in EVAL_DATASETS],
-        probe=config.get("probe", {}),
-        bootstrap=config.get("bootstrap", {}),
-        code=CODE["probe"],
+        checkpoint=checkpoint_of,
+        dataset=dataset_params(PROBE_TRAIN_DATASET) if PROBE_TRAIN_DATASET else None,
+        probe=config["probe"],
+        bootstrap=config["bootstrap"],
+        job=JOBS["train_probe"],
+        code=CODE["train_probe"],
     threads: 2
     resources:
         mem_mb=6000,
         runtime=120,
     log:
-        "logs/probe/{checkpoint}.log",
+        "logs/train_probe/{checkpoint}.log",
     benchmark:
-        "benchmarks/probe/{checkpoint}.tsv"
+        "benchmarks/train_probe/{checkpoint}.tsv"
     script:
-        "../scripts/probe.py"
+        "../scripts/run_job.py"
+
+
+rule score_probe:
+    """Opens one eval data set's labels once: probe mIoU and patch accuracy -> one ledger record."""
+    input:
+        unpack(score_probe_inputs),
+    output:
+        record=paths.PROBE_RECORD,
+    params:
+        checkpoint=checkpoint_of,
+        dataset=dataset_of,
+        bootstrap=config["bootstrap"],
+        job=JOBS["score_probe"],
+        code=CODE["score_probe"],
+    wildcard_constraints:
+        dataset=_alternatives(PROBE_EVAL_DATASETS),
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    log:
+        "logs/score_probe/{checkpoint}/{dataset}.log",
+    benchmark:
+        "benchmarks/score_probe/{checkpoint}/{dataset}.tsv"
+    script:
+        "../scripts/run_job.py"

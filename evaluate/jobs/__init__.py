@@ -1,7 +1,14 @@
-"""The bridge between a Snakemake `script:` and the package: logging, threads, and errors a user can act on.
+"""The job layer: one module per rule file, and the bridge from a Snakemake `script:` to it.
 
-Every file in `workflow/scripts/` is three lines: import a job function from `evaluate.pipeline` and hand it to
-`run_job`. The job's progress goes to its log file; an `EvaluationError` (bad checkpoint, corrupt image, broken
+A stage's path is short and one-way: `workflow/rules/<stage>.smk` -> `evaluate/jobs/<stage>.py` (each job function
+turns Snakemake's object into plain typed arguments in its first lines) -> the stage's package, where every line
+that decides a number lives and is unit-tested. Every file in `workflow/scripts/` is three lines: import a job
+function and hand it to `run_job`. Each rule's code hash is computed from the imports of its job function
+(`evaluate.provenance.job_code_hash`).
+
+`run_job`: the job's progress goes to its log file; an `EvaluationError` (bad checkpoint, corrupt image, broken
+annotation, exhausted budget...) ends the job with its one-line message on the console and in the log, with no
+traceback to dig through; any other exception is a bug and keeps its full traceback. The job's progress goes to its log file; an `EvaluationError` (bad checkpoint, corrupt image, broken
 annotation, exhausted budget...) ends the job with its one-line message on the console and in the log, with no
 traceback to dig through; any other exception is a bug and keeps its full traceback.
 """
@@ -54,3 +61,4 @@ def run_job(smk: Any, job: Callable[[Any], None]) -> None:
         sys.stderr = console
         if log_file is not None:
             log_file.close()
+

@@ -1,0 +1,93 @@
+"""A shard of keys480 through a decoder: the sweep of many settings, and the selected setting's COCO results.
+
+Label-free. The sweep file (`results/decoder/sweep/{dataset}/{shard}.npz`) holds, for n images and S settings:
+image_ids int64 (n,); settings (S,) setting names; masks uint8 (n, S, M, ceil(cells / 8)) the grid masks
+bit-packed row-major (`numpy.packbits`), M the most masks any setting keeps; counts int8 (n, S) masks kept per
+setting; scores float32 (n, S, M).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from decoders.masks import coco_results
+from decoders.ncut import GRID, SolverStats
+from decoders.settings import DecoderError
+
+log = logging.getLogger("decoders.shards")
+
+
+@dataclass
+class SweepShard:
+    """One shard's sweep: see the module docstring for the arrays' shapes and dtypes."""
+
+    image_ids: np.ndarray
+    settings: list[str]
+    masks: np.ndarray
+    counts: np.ndarray
+    scores: np.ndarray
+
+    def union(self, row: int, setting: int, grid: Sequence[int] = GRID) -> np.ndarray:
+        """The union of the masks that `settings[setting]` keeps on image `row`: bool (gh, gw)."""
+        n = int(self.counts[row, setting])
+        if n == 0:
+            return np.zeros(tuple(grid), dtype=bool)
+        cells = int(grid[0]) * int(grid[1])
+        bits = np.unpackbits(self.masks[row, setting, :n], axis=-1)[:, :cells]
+        return bits.any(axis=0).reshape(tuple(grid))
+
+
+def sweep_keys(decoder: Any, settings: Sequence[Any], image_ids: Sequence[int], keys: np.ndarray,
+               grid: Sequence[int] = GRID) -> SweepShard:
+    """Every setting on every image of a shard. keys: (n, 900, 384) float16 or float32 (a memory map is fine)."""
+    n_masks = max(s.masks for s in settings)
+    cells = int(grid[0]) * int(grid[1])
+    packed = np.zeros((len(image_ids), len(settings), n_masks, (cells + 7) // 8), dtype=np.uint8)
+    counts = np.zeros((len(image_ids), len(settings)), dtype=np.int8)
+    scores = np.zeros((len(image_ids), len(settings), n_masks), dtype=np.float32)
+    stats = SolverStats()
+    for row in range(len(image_ids)):
+        per_setting = decoder.sweep(np.asarray(keys[row], dtype=np.float32), settings, grid, stats=stats)
+        for s, masks in enumerate(per_setting):
+            counts[row, s] = len(masks)
+            for m, gm in enumerate(masks):
+                packed[row, s, m] = np.packbits(gm.mask.reshape(-1))
+                scores[row, s, m] = gm.score
+    log.info("%d images x %d settings; solver: %s", len(image_ids), len(settings), stats)
+    return SweepShard(np.asarray(image_ids, dtype=np.int64), [s.name for s in settings], packed, counts, scores)
+
+
+def write_sweep(path: str | os.PathLike, shard: SweepShard) -> None:
+    """Write a sweep shard as .npz, atomically."""
+    from evaluate.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, image_ids=shard.image_ids, settings=np.asarray(shard.settings), masks=shard.masks,
+                     counts=shard.counts, scores=shard.scores)
+
+
+def read_sweep(path: str | os.PathLike) -> SweepShard:
+    """A sweep shard written by `write_sweep`."""
+    try:
+        with np.load(path) as f:
+            return SweepShard(f["image_ids"], [str(s) for s in f["settings"]], f["masks"], f["counts"], f["scores"])
+    except (OSError, KeyError, ValueError) as exc:
+        raise DecoderError(f"{path}: not a readable sweep shard ({exc}); re-run the sweep") from None
+
+
+def decode_keys(decoder: Any, settings: Any, image_ids: Sequence[int], keys: np.ndarray,
+                sizes: dict[int, tuple[int, int]], grid: Sequence[int] = GRID) -> list[dict]:
+    """One setting on every image of a shard -> COCO results (RLE at each image's own (height, width) size)."""
+    stats = SolverStats()
+    results: list[dict] = []
+    for row, image_id in enumerate(image_ids):
+        masks = decoder.decode(np.asarray(keys[row], dtype=np.float32), settings, grid, stats=stats)
+        results.extend(coco_results(image_id, masks, *sizes[image_id]))
+    log.info("%d images, %d masks with %s; solver: %s", len(image_ids), len(results), settings.name, stats)
+    return results

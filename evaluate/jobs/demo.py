@@ -1,0 +1,26 @@
+"""Jobs of workflow/rules/demo.smk: the embedded demo's data sets and seeded checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def demo_dataset(smk: Any) -> None:
+    """A procedurally drawn COCO data set with exact masks (evaluate.demo)."""
+    out_dir = Path(smk.output.annotations).parent
+    n_images, seed, first_image_id = (int(smk.params.demo[k]) for k in ("n_images", "seed", "first_image_id"))
+
+    from evaluate.demo import make_demo_dataset
+
+    make_demo_dataset(out_dir, n_images=n_images, seed=seed, first_image_id=first_image_id)
+
+
+def demo_checkpoint(smk: Any) -> None:
+    """A seeded random network written in one of the real checkpoint formats (evaluate.demo)."""
+    out = Path(smk.output[0])
+    fmt, seed = str(smk.params.demo["format"]), int(smk.params.demo["seed"])
+
+    from evaluate.demo import make_demo_checkpoint
+
+    make_demo_checkpoint(out, fmt=fmt, seed=seed)

@@ -1,0 +1,39 @@
+"""What the scoring jobs share: opening a data set's labels in the run's ledger, and a record's identity fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaluate.paths import LEDGER
+
+
+def open_labels(config: dict, dataset: Any, dataset_name: str, *, role: str, purpose: str, checkpoint: str,
+                setting: str, n_images: int):
+    """`evaluate.ledger.openings.opening` of a data set of this run, in the run's ledger.
+
+    Its seal and budget come from the run's config (read at run time, so raising a budget is recorded, not a
+    reason to re-run jobs). dataset: the opened `CocoDataset` (for its annotations' sha256).
+    """
+    from evaluate.ledger.openings import opening
+
+    entry = config["datasets"][dataset_name]
+    return opening(
+        LEDGER, dataset=dataset_name, role=role, purpose=purpose, checkpoint=checkpoint, setting=setting,
+        n_images=n_images, annotations_sha256=dataset.annotations_sha256, sealed=entry["sealed"],
+        budget=entry.get("budget"),
+    )
+
+
+def record_identity(config: dict, checkpoint: dict, checkpoint_file: str, dataset: str, role: str) -> dict:
+    """The fields every scoring record shares: the checkpoint (name, run, epoch, sha256), data set, role, config."""
+    from evaluate.provenance import config_hash, sha256_file
+
+    return {
+        "checkpoint": checkpoint["name"],
+        "run": checkpoint["run"],
+        "epoch": checkpoint["epoch"],
+        "checkpoint_sha256": sha256_file(checkpoint_file),
+        "dataset": dataset,
+        "role": role,
+        "config_hash": config_hash(config),
+    }

@@ -1,0 +1,92 @@
+"""Jobs of workflow/rules/probe.smk: the probe trained once per checkpoint, scored once per eval data set."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("evaluate.jobs.probe")
+
+
+def train_probe(smk: Any) -> None:
+    """Open the probe-train set's labels once and train the probe on its tokens224 (docs/design.md §6)."""
+    shard_dirs = [Path(p).parent for p in smk.input.train]
+    checkpoint_file = str(smk.input.checkpoint)
+    dataset_name: str = smk.params.dataset["name"]
+    images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
+    checkpoint: dict = smk.params.checkpoint
+    hyper: dict = smk.params.probe
+    seed = int(smk.params.bootstrap["seed"])
+    config: dict = smk.config
+    out_weights, out_training = Path(smk.output.weights), Path(smk.output.training)
+
+    from evaluate.atomic import write_json
+    from evaluate.datasets import CocoDataset
+    from evaluate.features import FeatureReader
+    from evaluate.jobs.labels import open_labels, record_identity
+    from evaluate.probe import (class_index, dataset_patch_labels, fit_probe, probe_classes, probe_setting,
+                                training_tokens)
+    from evaluate.provenance import sha256_file
+
+    train = CocoDataset(images, annotations)
+    classes = probe_classes(train.categories, annotations)
+    setting = probe_setting(float(hyper["weight_decay"]), int(hyper["max_iter"]))
+    identity = record_identity(config, checkpoint, checkpoint_file, dataset_name, "probe-train")
+    reader = FeatureReader(shard_dirs)
+    with open_labels(config, train, dataset_name, role="probe-train", purpose="probe-train",
+                     checkpoint=checkpoint["name"], setting=setting, n_images=len(reader.image_ids)) as labels:
+        patch_labels = dataset_patch_labels(train, reader.image_ids, class_index(classes, train.categories,
+                                                                                 annotations))
+        features, targets = training_tokens(reader, patch_labels, max_tokens=int(hyper["max_tokens"]), seed=seed)
+        log.info("training on %d tokens of %d images, %d classes", len(targets), len(reader.image_ids),
+                 len(classes) + 1)
+        probe = fit_probe(features, targets, len(classes) + 1, weight_decay=float(hyper["weight_decay"]),
+                          max_iter=int(hyper["max_iter"]), tol=float(hyper["tol"]))
+        probe.meta["classes"] = ["background", *classes]
+        probe.save(out_weights)
+        labels.result_sha256 = sha256_file(out_weights)
+    write_json(out_training, {
+        **identity, "setting": setting, "classes": classes, "n_images": len(reader.image_ids),
+        "weights_sha256": labels.result_sha256, "opening_row_sha256": labels.row_sha256,
+    })
+
+
+def score_probe(smk: Any) -> None:
+    """Open one eval data set's labels once and score the checkpoint's probe on it: mIoU and patch accuracy."""
+    shard_dirs = [Path(p).parent for p in smk.input.features]
+    weights, training_file, checkpoint_file = Path(smk.input.weights), Path(smk.input.training), str(smk.input.checkpoint)
+    dataset_name: str = smk.params.dataset["name"]
+    images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
+    checkpoint: dict = smk.params.checkpoint
+    resamples, seed = int(smk.params.bootstrap["resamples"]), int(smk.params.bootstrap["seed"])
+    config: dict = smk.config
+    out_record = Path(smk.output.record)
+
+    from evaluate.atomic import read_json
+    from evaluate.datasets import CocoDataset
+    from evaluate.features import FeatureReader
+    from evaluate.jobs.labels import open_labels, record_identity
+    from evaluate.ledger.records import make_record, write_record
+    from evaluate.probe import LinearProbe, class_index, eval_items, probe_measures
+    from evaluate.provenance import sha256_json
+
+    started = time.time()
+    training = read_json(training_file)
+    probe = LinearProbe.load(weights)
+    evaluation = CocoDataset(images, annotations)
+    class_of_category = class_index(training["classes"], evaluation.categories, annotations)
+    identity = record_identity(config, checkpoint, checkpoint_file, dataset_name, "eval")
+    reader = FeatureReader(shard_dirs)
+    with open_labels(config, evaluation, dataset_name, role="eval", purpose="probe-eval", checkpoint=checkpoint["name"],
+                     setting=training["setting"], n_images=len(reader.image_ids)) as labels:
+        measures = probe_measures(probe, eval_items(reader, evaluation, class_of_category), resamples=resamples,
+                                  seed=seed)
+        labels.result_sha256 = sha256_json(measures)
+    record = make_record(kind="probe", setting=training["setting"], opening_row_sha256=labels.row_sha256,
+                         measures=measures, started=started, **identity)
+    record["train_opening_row_sha256"] = training["opening_row_sha256"]
+    write_record(out_record, record, replace=True)
+    log.info("%s on %s: probe mIoU %.2f, accuracy %.2f", checkpoint["name"], dataset_name, measures[0]["value"],
+             measures[1]["value"])

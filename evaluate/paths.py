@@ -1,0 +1,55 @@
+"""Every file the workflow reads or writes, one pattern each, relative to the working directory.
+
+docs/design.md §8. Each pattern is at once a Snakemake wildcard pattern (the rules use them as they are) and a
+`str.format` template (the jobs and tests fill them in). Nothing else in the code spells a results/ path.
+"""
+
+from __future__ import annotations
+
+RESULTS = "results"
+
+# data sets and their manifests (sorted image ids cut into shards)
+MANIFEST = f"{RESULTS}/datasets/{{dataset}}/manifest.json"
+
+# stage 2: the two readings of every shard
+SHARD = f"{RESULTS}/features/{{checkpoint}}/{{dataset}}/{{shard}}"
+KEYS480 = f"{SHARD}/keys480.npy"
+TOKENS224 = f"{SHARD}/tokens224.npy"
+IMAGE_IDS = f"{SHARD}/image_ids.json"
+FEATURES_META = f"{SHARD}/meta.json"
+
+# stage 3: the decoder
+DECODER = f"{RESULTS}/decoder"
+SWEEP_SHARD = f"{DECODER}/sweep/{{dataset}}/{{shard}}.npz"
+SWEEP_TABLE = f"{DECODER}/sweep.csv"
+SELECTED = f"{DECODER}/selected.yaml"
+MASKS_SHARD = f"{DECODER}/masks/{{checkpoint}}/{{dataset}}/{{shard}}.json"
+MASKS = f"{DECODER}/masks/{{checkpoint}}/{{dataset}}.json"
+
+# stage 4: the probe
+PROBE_WEIGHTS = f"{RESULTS}/probe/{{checkpoint}}/probe.safetensors"
+PROBE_TRAINING = f"{RESULTS}/probe/{{checkpoint}}/training.json"
+
+# stage 5: the ledger, tables, figures, report
+LEDGER = f"{RESULTS}/ledger"
+RECORD_IN_LEDGER = "records/{kind}/{checkpoint}/{dataset}.json"
+RECORD = f"{LEDGER}/{RECORD_IN_LEDGER}"
+SWEEP_RECORD = RECORD.replace("{kind}", "sweep")
+DECODER_RECORD = RECORD.replace("{kind}", "decoder")
+PROBE_RECORD = RECORD.replace("{kind}", "probe")
+OPENINGS = f"{LEDGER}/openings.csv"
+SCORES_CSV = f"{LEDGER}/scores.csv"
+SCORES_PARQUET = f"{LEDGER}/scores.parquet"
+TABLES = f"{RESULTS}/tables"
+FIGURES = f"{RESULTS}/figures"
+REPORT = f"{RESULTS}/report.html"
+
+# the embedded demo
+DEMO_CHECKPOINT = f"{RESULTS}/demo/checkpoints/{{checkpoint}}.pth"
+DEMO_DATASET = f"{RESULTS}/demo/datasets/{{dataset}}"
+DEMO_ANNOTATIONS = f"{DEMO_DATASET}/annotations.json"
+DEMO_IMAGES = f"{DEMO_DATASET}/images"
+
+# logs and benchmarks of a rule's job: logs/{rule}/{wildcards}.log, benchmarks/{rule}/{wildcards}.tsv
+LOGS = "logs"
+BENCHMARKS = "benchmarks"
