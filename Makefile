@@ -12,13 +12,14 @@ CONFIG ?=
 CONFIG_ARGS := $(if $(CONFIG),--configfile $(CONFIG) --replace-workflow-config)
 SMK = $(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) $(CONFIG_ARGS)
 
-.PHONY: setup run dry-run features tables unlock report verify test check bench slurm-test clean help
+.PHONY: setup run dry-run features tables unlock report verify test check lint bench slurm-test clean help
 
 help:
 	@echo "make run        set up, then run the whole workflow on config.yaml (the embedded demo as shipped);"
 	@echo "                make run CONFIG=my.yaml runs it on my.yaml alone"
 	@echo "make test       set up, then run the test suite"
 	@echo "make check      the bad-input matrix alone"
+	@echo "make lint       snakemake --lint (only the software-environment finding allowed) and snakefmt --check"
 	@echo "make dry-run    list the jobs that would run"
 	@echo "make tables     regenerate tables and figures from the ledger"
 	@echo "make report     results/report.html (Snakemake's HTML report)"
@@ -63,6 +64,10 @@ verify: setup
 
 test: setup
 	$(PY) -m pytest -q -rs
+
+lint: setup
+	$(PY) .ci/lint.py $(SNAKEMAKE)
+	$(VENV)/bin/snakefmt --check Snakefile workflow/rules/*.smk
 
 check: setup
 	$(PY) -m pytest -q -rs -m badinput

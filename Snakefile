@@ -20,10 +20,10 @@ include: "workflow/rules/ledger.smk"
 
 
 rule all:
+    default_target: True
     input:
         # named first so every data set's manifest (a Snakemake checkpoint) and every checkpoint file is scheduled
         # at once, not one after another as the input function below discovers them
-        manifests=expand("results/datasets/{dataset}/manifest.json", dataset=DATASETS),
+        manifests=expand(paths.MANIFEST, dataset=DATASETS),
         checkpoints=[c.path for c in CHECKPOINTS.values()],
         outputs=all_targets,
-    default_target: True

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
-RULES = ("extract", "sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder", "probe", "scores",
+RULES = ("extract", "sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder", "train_probe",
+         "score_probe", "scores",
          "tables")
 
 

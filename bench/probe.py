@@ -30,13 +30,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluate.experiment import config_defaults  # noqa: E402
 from evaluate.probe import (  # noqa: E402
-    DEFAULT_WEIGHT_DECAY,
     IGNORE,
     class_index,
     dataset_patch_labels,
     fit_probe,
+    probe_classes,
 )
+
+PROBE = config_defaults("probe")  # the workflow's defaults: the bench times what a run does
 
 
 def structured_tokens(n: int, classes: int, seed: int, noise_seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -66,7 +69,8 @@ def real_tokens(feature_dirs: list[str], annotations: str) -> tuple[np.ndarray, 
 
     with contextlib.redirect_stdout(io.StringIO()):
         coco = COCO(annotations)
-    classes = class_index(coco.getCatIds())
+    categories = {c: coco.cats[c]["name"] for c in coco.getCatIds()}
+    classes = class_index(probe_classes(categories, annotations), categories, annotations)
     reader = FeatureReader(feature_dirs)
     labels = dataset_patch_labels(coco, reader.image_ids, classes)
     tokens = np.concatenate([np.asarray(a, dtype=np.float32) for _, a in reader.iter_shards("tokens224")])
@@ -81,7 +85,7 @@ def stream(n_images: int, weight_decay: float, seed: int, shard_size: int = 100,
     import tempfile
 
     from evaluate.features import FeatureReader
-    from evaluate.probe import DEFAULT_MAX_ITER, DEFAULT_MAX_TOKENS, training_tokens
+    from evaluate.probe import training_tokens
 
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="probe-stream-") as tmp:
@@ -103,14 +107,16 @@ def stream(n_images: int, weight_decay: float, seed: int, shard_size: int = 100,
             labels.append(y.reshape(m, 196))
         written = time.perf_counter() - t0
         print(f"{n_images:,} images' synthetic tokens224 in {len(dirs)} shards written in {written:.0f} s; "
-              f"{classes} classes, max_tokens {DEFAULT_MAX_TOKENS:,}, max_iter {DEFAULT_MAX_ITER}", flush=True)
+              f"{classes} classes, max_tokens {PROBE['max_tokens']:,}, max_iter {PROBE['max_iter']}", flush=True)
         t0 = time.perf_counter()
-        feats, targets = training_tokens(FeatureReader(dirs), np.concatenate(labels), seed=seed)
+        feats, targets = training_tokens(FeatureReader(dirs), np.concatenate(labels), max_tokens=PROBE["max_tokens"],
+                                         seed=seed)
         streamed = time.perf_counter() - t0
         print(f"training_tokens: {streamed:6.1f} s  ({len(targets):,} of {sum(a.size for a in labels):,} tokens)",
               flush=True)
         t0 = time.perf_counter()
-        probe = fit_probe(feats, targets, classes, weight_decay=weight_decay)
+        probe = fit_probe(feats, targets, classes, weight_decay=weight_decay, max_iter=PROBE["max_iter"],
+                          tol=PROBE["tol"])
         fit = time.perf_counter() - t0
         print(f"fit_probe:       {fit:6.1f} s  ({probe.meta['iterations']} iterations, {probe.meta['products']})")
         print(f"probe job's training on {n_images:,} images: {streamed + fit:.1f} s")
@@ -121,7 +127,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=120_000, help="training tokens (synthetic data)")
     ap.add_argument("--held-out", type=int, default=30_000, help="held-out tokens for accuracy (synthetic data)")
     ap.add_argument("--classes", type=int, default=21, help="outputs incl. background (synthetic data)")
-    ap.add_argument("--weight-decay", type=float, default=DEFAULT_WEIGHT_DECAY)
+    ap.add_argument("--weight-decay", type=float, default=PROBE["weight_decay"])
     ap.add_argument("--max-iter", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--features", nargs="+", help="tokens224 shard folders of one data set (instead of synthetic)")
@@ -154,7 +160,7 @@ def main() -> None:
           f"max_iter {args.max_iter}, torch threads {torch.get_num_threads()}", flush=True)
 
     t0 = time.perf_counter()
-    probe = fit_probe(x, y, n_classes, weight_decay=args.weight_decay, max_iter=args.max_iter)
+    probe = fit_probe(x, y, n_classes, weight_decay=args.weight_decay, max_iter=args.max_iter, tol=PROBE["tol"])
     ours_s = time.perf_counter() - t0
     ours_acc = float((probe.logits(xt).argmax(axis=1) == yt).mean() * 100)
     print(f"ours:          {ours_s:7.1f} s  ({probe.meta['iterations']} iterations)  held-out accuracy "
@@ -165,7 +171,7 @@ def main() -> None:
     std = x.std(axis=0, dtype=np.float64)
     std[~(std > 1e-12)] = 1.0
     xs = ((x - mean) / std).astype(np.float32)
-    sk = LogisticRegression(C=1 / (args.weight_decay * n), max_iter=args.max_iter, tol=1e-4).fit(xs, y)
+    sk = LogisticRegression(C=1 / (args.weight_decay * n), max_iter=args.max_iter, tol=PROBE["tol"]).fit(xs, y)
     sk_s = time.perf_counter() - t0
     sk_acc = float((sk.predict(((xt - mean) / std).astype(np.float32)) == yt).mean() * 100)
     print(f"scikit-learn:  {sk_s:7.1f} s  ({int(np.max(sk.n_iter_))} iterations)  held-out accuracy "

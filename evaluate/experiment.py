@@ -273,3 +273,13 @@ class Experiment:
     def probe_train_dataset(self) -> str | None:
         names = self.by_role("probe-train")
         return names[0] if names else None
+
+
+def config_defaults(section: str) -> dict[str, Any]:
+    """The defaults the schema states for one section of the config (e.g. "probe"), for code run outside the
+    workflow (benches, tests) that must use the same values as a run."""
+    import yaml
+
+    schema = yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))
+    properties = schema["properties"][section].get("properties", {})
+    return {key: spec["default"] for key, spec in properties.items() if "default" in spec}

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from evaluate.experiment import ConfigError, Experiment, check_name, discover_checkpoints
+from evaluate.experiment import ConfigError, Experiment, check_name, config_defaults, discover_checkpoints, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -19,15 +19,13 @@ def shipped_config() -> dict:
     return yaml.safe_load((REPO / "config.yaml").read_text())
 
 
-def validate(config: dict) -> None:
-    from snakemake.utils import validate as snakemake_validate
-
-    snakemake_validate(copy.deepcopy(config), str(SCHEMA))
+def validate(config: dict) -> dict:
+    return load_config(config)
 
 
 def test_shipped_config_is_valid_and_has_every_role(shipped_config):
     validate(shipped_config)
-    exp = Experiment(shipped_config)
+    exp = Experiment(load_config(shipped_config))
     assert exp.select_dataset == "demo-select"
     assert exp.probe_train_dataset == "demo-train"
     assert exp.by_role("eval") == ["demo-val"]
@@ -67,26 +65,26 @@ def test_schema_refuses_a_checkpoint_name_with_a_slash(shipped_config):
 def test_experiment_refuses_a_dataset_name_with_dotdot(shipped_config):
     shipped_config["datasets"][".."] = dict(shipped_config["datasets"]["demo-val"])
     with pytest.raises(ConfigError, match=r"'\.\.'"):
-        Experiment(shipped_config)
+        Experiment(load_config(shipped_config))
 
 
 def test_select_and_eval_on_the_same_data_set_is_refused(shipped_config):
     shipped_config["datasets"]["demo-val"]["roles"] = ["eval", "select"]
     del shipped_config["datasets"]["demo-select"]
     with pytest.raises(ConfigError, match="both roles 'select' and 'eval'"):
-        Experiment(shipped_config)
+        Experiment(load_config(shipped_config))
 
 
 def test_unknown_reference_checkpoint_is_named(shipped_config):
     shipped_config["reference_checkpoint"] = "dino-dmeo"
     with pytest.raises(ConfigError, match="reference_checkpoint: 'dino-dmeo'"):
-        Experiment(shipped_config)
+        Experiment(load_config(shipped_config))
 
 
 def test_sealed_without_budget_is_refused(shipped_config):
     del shipped_config["datasets"]["demo-val"]["budget"]
     with pytest.raises(ConfigError, match="sealed but has no 'budget'"):
-        Experiment(shipped_config)
+        Experiment(load_config(shipped_config))
 
 
 def test_glob_discovery_reads_run_and_epoch_from_paths(tmp_path):
@@ -114,4 +112,54 @@ def test_discovered_name_clash_is_refused(tmp_path, shipped_config):
     shipped_config["checkpoints"]["dino-demo-ep0100"] = {"path": "a.pth"}
     shipped_config["checkpoint_globs"] = [{"pattern": str(tmp_path / "{run}" / "ep{epoch}.pth")}]
     with pytest.raises(ConfigError, match="clashes"):
-        Experiment(shipped_config)
+        Experiment(load_config(shipped_config))
+
+
+def test_validation_fills_every_default_from_the_schema(shipped_config):
+    for section in ("features", "probe", "bootstrap", "figures"):
+        del shipped_config[section]
+    del shipped_config["checkpoints"]["dino-demo"]["epoch"]
+    config = load_config(shipped_config)
+    assert config["probe"] == config_defaults("probe") == {"weight_decay": 1e-4, "max_iter": 200, "tol": 1e-4,
+                                                           "max_tokens": 300000}
+    assert config["bootstrap"] == {"resamples": 10000, "seed": 0}  # docs/design.md §6: 10,000 resamples, rng(0)
+    assert config["features"]["shard_size"] == 64 and config["features"]["dtype"] == "float16"
+    assert config["checkpoints"]["dino-demo"]["epoch"] == 0 and config["checkpoints"]["dino-demo"]["which"] == "teacher"
+    assert config["datasets"]["demo-val"]["probe"] is True and config["datasets"]["demo-train"]["sealed"] is False
+
+
+def test_an_unknown_decoder_setting_is_refused_at_config_time(shipped_config):
+    shipped_config["decoder"]["sweep"]["split"] = ["mean", "average"]
+    with pytest.raises(ConfigError, match="config.yaml: decoder: .*average"):
+        Experiment(load_config(shipped_config))
+
+
+def test_an_unknown_demo_format_names_the_known_ones(shipped_config):
+    shipped_config["checkpoints"]["dino-demo"]["demo"]["format"] = "dino-bakbone"
+    with pytest.raises(ConfigError, match="checkpoints.dino-demo.demo.format: 'dino-bakbone'.*dino-backbone"):
+        Experiment(load_config(shipped_config))
+
+
+def _foreground_set(tmp_path, shipped_config, **extra):
+    annotations = tmp_path / "fg.json"
+    annotations.write_text(json.dumps({"images": [], "annotations": [],
+                                       "categories": [{"id": 1, "name": "foreground"}]}))
+    shipped_config["datasets"]["fg"] = {"images": str(tmp_path), "annotations": str(annotations), "roles": ["eval"],
+                                        **extra}
+    return Experiment(load_config(shipped_config))
+
+
+def test_an_eval_set_whose_category_names_the_probe_lacks_is_refused_at_config_time(tmp_path, shipped_config):
+    exp = _foreground_set(tmp_path, shipped_config)
+    with pytest.raises(ConfigError) as err:
+        exp.check_probe_categories()
+    message = str(err.value)
+    assert "datasets.fg" in message and "['foreground']" in message and "'demo-train'" in message
+    assert "disc" in message and "probe: false" in message  # what the probe-train set has, and the fix
+
+
+def test_probe_false_makes_an_eval_set_decoder_only(tmp_path, shipped_config):
+    exp = _foreground_set(tmp_path, shipped_config, probe=False)
+    exp.check_probe_categories()
+    assert "fg" in exp.by_role("eval") and "fg" not in exp.probe_eval_datasets
+    assert exp.probe_eval_datasets == ["demo-val"]

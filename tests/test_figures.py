@@ -11,7 +11,7 @@ from PIL import Image
 from pycocotools import mask as mask_utils
 
 from evaluate.figures import FigureError, eigenvector_figure, mask_overlays, measure_figures, overlay_masks
-from evaluate.ledger import record_path, write_record
+from evaluate.ledger.records import record_path, write_record
 
 
 def png_size_and_text(path: Path) -> tuple[tuple[int, int], dict]:

@@ -16,20 +16,12 @@ import numpy as np
 import pytest
 
 from evaluate import EvaluationError
-from evaluate.ledger import (
-    BudgetExceeded,
-    LedgerError,
-    make_measure,
-    make_record,
-    opening,
-    read_records,
-    rebuild_scores,
-    record_path,
-    stats_array,
-    verify_ledger,
-    verify_openings,
-    write_record,
-)
+from evaluate.ledger import BudgetExceeded, LedgerError
+from evaluate.ledger.openings import opening, verify_openings
+from evaluate.ledger.records import make_record, read_records, record_path, write_record
+from evaluate.ledger.scores_table import rebuild_scores
+from evaluate.ledger.verify import verify_ledger
+from evaluate.measures import MeasureError, make_measure, stats_array
 
 REPO = Path(__file__).resolve().parents[1]
 DESIGN_COLUMNS = [
@@ -165,17 +157,19 @@ def test_make_measure_reports_percent_with_a_bootstrap_interval():
     assert (m["n_images"], m["n_left_out"], m["reducer"], m["image_ids"]) == (6, 2, "mean", [1, 2, 3, 4, 5, 6])
     # pooled confusions: class 0 I 17 / (T 17 + P 19 - 17), class 1 4 / 6, class 2 3 / 3
     conf = [[[0, 0, 10], [1, 1, 4], [1, 0, 2]], [[0, 0, 7], [2, 2, 3]]]
-    m = make_measure("miou", image_ids=[1, 2], per_image=conf, reducer="miou", resamples=50)
+    m = make_measure("miou", image_ids=[1, 2], per_image=conf, reducer="miou", resamples=50, seed=0)
     assert m["value"] == pytest.approx(100 * (17 / 19 + 4 / 6 + 1) / 3)
     m = make_measure("corloc", image_ids=[1, 2, 3], per_image=[[1, 1], [0, 1], [1, 1]], reducer="ratio",
-                     resamples=50)
+                     resamples=50, seed=0)
     assert m["value"] == pytest.approx(200 / 3)
     ap = make_measure("ap", image_ids=[1, 2], per_image=[], reducer=None, value=12.5)
     assert (ap["value"], ap["ci_low"], ap["ci_high"]) == (12.5, None, None)
-    with pytest.raises(LedgerError, match="needs its value"):
+    with pytest.raises(MeasureError, match="needs its value"):
         make_measure("ap", image_ids=[1], per_image=[], reducer=None)
-    with pytest.raises(LedgerError, match="2 per_image entries for 3 images"):
-        make_measure("jaccard", image_ids=[1, 2, 3], per_image=[0.1, 0.2], reducer="mean")
+    with pytest.raises(MeasureError, match="2 per_image entries for 3 images"):
+        make_measure("jaccard", image_ids=[1, 2, 3], per_image=[0.1, 0.2], reducer="mean", resamples=50, seed=0)
+    with pytest.raises(MeasureError, match="bootstrap resamples and seed"):
+        make_measure("jaccard", image_ids=[1, 2], per_image=[0.1, 0.2], reducer="mean")
 
 
 # ---------------------------------------------------------------------------------------------- scores.csv

@@ -17,6 +17,8 @@ from evaluate.probe import (
     LinearProbe,
     ProbeError,
     class_index,
+    probe_classes,
+    unmatched_categories,
     confusion,
     fit_probe,
     label_map,
@@ -28,8 +30,18 @@ from evaluate.probe import (
     sparse_confusion,
     training_tokens,
 )
-from evaluate.ledger import stats_array
+from evaluate.experiment import config_defaults
+from evaluate.measures import stats_array
 from evaluate.scores import bootstrap_ci
+
+
+PROBE = config_defaults("probe")  # the run's defaults: weight_decay, max_iter, tol, max_tokens
+
+
+def fit(features, labels, n_classes, **settings):
+    """`fit_probe` with the schema's defaults for every setting not given."""
+    chosen = {k: PROBE[k] for k in ("weight_decay", "max_iter", "tol")}
+    return fit_probe(features, labels, n_classes, **{**chosen, **settings})
 
 
 def rle(mask):
@@ -64,15 +76,34 @@ def make_coco(h, w, anns):
 # ------------------------------------------------------------------------------------------------------- labels
 
 
-def test_class_index_follows_category_id_order():
-    assert class_index([44, 3, 7, 3]) == {3: 1, 7: 2, 44: 3}
+def test_probe_classes_follow_category_id_order():
+    assert probe_classes({44: "kite", 3: "car", 7: "train"}, "train.json") == ["car", "train", "kite"]
     with pytest.raises(ProbeError, match="empty"):
-        class_index([])
+        probe_classes({}, "train.json")
+    with pytest.raises(ProbeError, match="more than once"):
+        probe_classes({1: "car", 2: "car"}, "train.json")
+
+
+def test_class_index_matches_categories_by_name_not_by_id():
+    classes = probe_classes({3: "car", 7: "train", 44: "kite"}, "train.json")
+    assert class_index(classes, {3: "car", 7: "train", 44: "kite"}, "train.json") == {3: 1, 7: 2, 44: 3}
+    # the same classes numbered differently by another data set land on the same probe classes
+    assert class_index(classes, {1: "kite", 2: "car"}, "val.json") == {1: 3, 2: 1}
+    # a category id the probe-train set uses for another class is not trusted: its name decides
+    with pytest.raises(ProbeError, match=r"val\.json: category name\(s\) \['foreground'\].*probe: false"):
+        class_index(classes, {3: "foreground"}, "val.json")
+    assert unmatched_categories(classes, {1: "kite", 2: "zebra", 3: "ant"}) == ["ant", "zebra"]
+
+
+def _classes_of(ids):
+    """Category ids -> {id: class} by the probe's rule, for tests whose categories are named after their ids."""
+    categories = {int(c): f"cat{c}" for c in ids}
+    return class_index(probe_classes(categories, "test"), categories, "test")
 
 
 def test_label_map_overlaps_crowd_and_background():
     h, w = 6, 10
-    classes = class_index([3, 7, 44])  # 3 -> 1, 7 -> 2, 44 -> 3
+    classes = _classes_of([3, 7, 44])  # 3 -> 1, 7 -> 2, 44 -> 3
     coco = make_coco(
         h,
         w,
@@ -222,7 +253,7 @@ def test_score_image_and_probe_measures_by_hand():
     n_bg = 224 * 224 - 7168 - 256
     assert stats.confusion == [[0, 1, n_bg], [1, 1, 7168]]
     assert (stats.correct, stats.valid) == (28, 195)
-    res = probe_measures(probe, [(7, np.ones((196, 384)), map224), (8, np.ones((196, 384)), map224)], resamples=50)
+    res = probe_measures(probe, [(7, np.ones((196, 384)), map224), (8, np.ones((196, 384)), map224)], resamples=50, seed=0)
     miou_m, accuracy = res
     # IoU0 = 0; IoU1 = 7168 / (7168 + n_bg) -> mIoU = IoU1 / 2
     assert miou_m["value"] == pytest.approx(100 * 7168 / (7168 + n_bg) / 2)
@@ -246,8 +277,8 @@ def toy_tokens(seed=0, n=3000, k=4, scale=None):
 
 def test_two_training_runs_are_identical():
     x, y = toy_tokens()
-    a = fit_probe(x, y, 5, max_iter=60)
-    b = fit_probe(x.copy(), y.copy(), 5, max_iter=60)
+    a = fit(x, y, 5, max_iter=60)
+    b = fit(x.copy(), y.copy(), 5, max_iter=60)
     assert np.array_equal(a.weight, b.weight) and np.array_equal(a.bias, b.bias)
     assert a.meta == b.meta
 
@@ -257,16 +288,16 @@ def test_fit_learns_and_ignores_255_and_absent_classes():
     x, y, x_test, y_test = x_all[:4000], y_all[:4000], x_all[4000:], y_all[4000:]
     labels = y.copy()
     labels[::10] = IGNORE
-    probe = fit_probe(x, labels, 6, max_iter=100)  # classes 4 and 5 never occur
+    probe = fit(x, labels, 6, max_iter=100)  # classes 4 and 5 never occur
     assert probe.meta["n_train_tokens"] == 3600 and probe.meta["n_ignored_tokens"] == 400
     assert probe.weight.shape == (6, 384) and probe.bias.shape == (6,)
     pred = probe.logits(x_test).argmax(axis=1)  # held-out tokens
     assert (pred == y_test).mean() > 0.9
     assert not np.isin(pred, [4, 5]).any()
     with pytest.raises(ProbeError, match="0..5"):
-        fit_probe(x, np.full(len(y), 6), 6)
+        fit(x, np.full(len(y), 6), 6)
     with pytest.raises(ProbeError, match="384"):
-        fit_probe(x[:, :10], y, 6)
+        fit(x[:, :10], y, 6)
 
 
 def test_objective_matches_scikit_learn_mapping():
@@ -275,7 +306,7 @@ def test_objective_matches_scikit_learn_mapping():
 
     x, y = toy_tokens(n=1500, k=3)
     lam = 1e-2
-    probe = fit_probe(x, y, 3, weight_decay=lam, max_iter=500, tol=1e-8)
+    probe = fit(x, y, 3, weight_decay=lam, max_iter=500, tol=1e-8)
     mean, std = x.astype(np.float64).mean(0), x.astype(np.float64).std(0)
     xs = (x - mean) / std
     sk = LogisticRegression(C=1 / (lam * len(y)), max_iter=2000, tol=1e-10).fit(xs, y)
@@ -295,7 +326,7 @@ def test_objective_matches_scikit_learn_mapping():
 
 def test_probe_save_load_roundtrip(tmp_path):
     x, y = toy_tokens(n=500)
-    probe = fit_probe(x, y, 4, max_iter=20)
+    probe = fit(x, y, 4, max_iter=20)
     probe.save(tmp_path / "probe.safetensors")
     back = LinearProbe.load(tmp_path / "probe.safetensors")
     assert np.array_equal(back.weight, probe.weight) and np.array_equal(back.bias, probe.bias)
@@ -325,7 +356,7 @@ def test_training_tokens_subsample_is_seeded_and_streamed():
     tokens = rng.normal(size=(7, 196, 384)).astype(np.float16).astype(np.float32)
     labels = rng.integers(0, 4, size=(7, 196)).astype(np.uint8)
     labels[2, :150] = IGNORE
-    feats, y = training_tokens(FakeReader(tokens, 3), labels, max_tokens=10**6)
+    feats, y = training_tokens(FakeReader(tokens, 3), labels, max_tokens=10**6, seed=0)
     valid = labels.ravel() != IGNORE
     np.testing.assert_array_equal(feats, tokens.reshape(-1, 384)[valid])
     np.testing.assert_array_equal(y, labels.ravel()[valid])
@@ -347,7 +378,8 @@ def _read_coco(path):
 def test_label_maps_on_coco_mini(coco_mini):
     val = _read_coco(coco_mini / "annotations.json")
     train = _read_coco(coco_mini / "annotations_train.json")
-    classes = class_index(train.getCatIds())
+    classes = class_index(probe_classes({c: train.cats[c]["name"] for c in train.getCatIds()}, "train"),
+                            {c: val.cats[c]["name"] for c in val.getCatIds()}, "val")
     assert len(classes) == 80
     for image_id in sorted(val.getImgIds())[:25]:
         lm = label_map(val, image_id, classes)
@@ -379,7 +411,9 @@ def test_probe_parity_with_scikit_learn_on_coco_mini(coco_mini_features):
 
     train_ds, _, train_dirs = coco_mini_features["train"]
     val_ds, _, val_dirs = coco_mini_features["val"]
-    classes = class_index(train_ds.category_ids)
+    names = probe_classes(train_ds.categories, "train")
+    classes = class_index(names, train_ds.categories, "train")
+    assert class_index(names, val_ds.categories, "val") == classes  # coco2017-mini: one category table
 
     def read(dataset, dirs):
         reader = FeatureReader(dirs)
@@ -393,8 +427,8 @@ def test_probe_parity_with_scikit_learn_on_coco_mini(coco_mini_features):
     train_labels = np.concatenate([patch_labels(m) for m in train_maps])
     x = train_tokens.reshape(-1, 384)
     lam = 1e-4
-    probe = fit_probe(x, train_labels, len(classes) + 1, weight_decay=lam, max_iter=150)
-    miou_m, accuracy = probe_measures(probe, zip(val_ids, val_tokens, val_maps), resamples=200)
+    probe = fit(x, train_labels, len(classes) + 1, weight_decay=lam, max_iter=150)
+    miou_m, accuracy = probe_measures(probe, zip(val_ids, val_tokens, val_maps), resamples=200, seed=0)
 
     keep = train_labels != IGNORE
     mean, std = x[keep].astype(np.float64).mean(0), x[keep].astype(np.float64).std(0)
@@ -415,9 +449,9 @@ def test_onednn_and_mkl_products_fit_the_same_probe(monkeypatch):
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch has no oneDNN: only the MKL path exists")
     x, y = toy_tokens(n=3000)
-    fast = fit_probe(x, y, 4, weight_decay=1e-2, max_iter=300, tol=1e-7)
+    fast = fit(x, y, 4, weight_decay=1e-2, max_iter=300, tol=1e-7)
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
-    plain = fit_probe(x, y, 4, weight_decay=1e-2, max_iter=300, tol=1e-7)
+    plain = fit(x, y, 4, weight_decay=1e-2, max_iter=300, tol=1e-7)
     assert (fast.meta["products"], plain.meta["products"]) == ("onednn-fp32", "mkl-fp32")
     assert fast.meta["final_objective"] == pytest.approx(plain.meta["final_objective"], rel=1e-4)
     centred = [p.logits(x[:500]) - p.logits(x[:500]).mean(axis=1, keepdims=True) for p in (fast, plain)]

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 import badinputs as bi
-from evaluate.ledger import BudgetExceeded, opening, openings_path, read_openings, verify_openings
+from evaluate.ledger import BudgetExceeded
+from evaluate.ledger.openings import opening, openings_path, read_openings, verify_openings
 
 SHARD_FILES = ("keys480.npy", "tokens224.npy", "image_ids.json", "meta.json")
 ALLOWED_OUTPUT_DIRS = ("results", "logs", "benchmarks", ".snakemake")
@@ -178,7 +179,7 @@ def test_sigkill_during_extraction_resumes_to_identical_bytes(experiment, clean_
 _HOLD_LABELS_OPEN = """
 import sys, time
 from pathlib import Path
-from evaluate.ledger import opening
+from evaluate.ledger.openings import opening
 ledger, flag = sys.argv[1], Path(sys.argv[2])
 with opening(ledger, dataset="val", role="eval", purpose="eval", checkpoint="ckpt-killed", setting="tau=0.2",
              n_images=3, annotations_sha256="ab" * 32, sealed=True, budget=2) as op:

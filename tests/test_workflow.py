@@ -76,11 +76,11 @@ class Workspace:
     def write_config(self, config: dict) -> None:
         (self.work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
-    def snakemake(self, *args: str, check: bool = True) -> str:
+    def snakemake(self, *args: str, check: bool = True, configfile: str = "config.yaml") -> str:
         env = dict(os.environ, PYTHONPATH=str(self.code))
         proc = subprocess.run(
             [str(SNAKEMAKE), "--snakefile", str(self.code / "Snakefile"), "--directory", str(self.work),
-             "--configfile", str(self.work / "config.yaml"), "--cores", "2", *args],
+             "--configfile", str(self.work / configfile), "--replace-workflow-config", "--cores", "2", *args],
             capture_output=True, text=True, env=env, timeout=1800,
         )
         out = proc.stdout + proc.stderr
@@ -104,12 +104,17 @@ def planned_jobs(dry_run_output: str) -> dict[str, int]:
     return jobs
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Workspace:
-    ws = Workspace(tmp_path_factory.mktemp("workflow"))
+def finished_workspace(root: Path) -> Workspace:
+    """A Workspace in `root` after a full run of the tiny experiment with one checkpoint, `a`."""
+    ws = Workspace(root)
     ws.write_config(tiny_config({"a": checkpoint_entry("a", "dino-backbone", 0, 100)}))
     ws.snakemake()
     return ws
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Workspace:
+    return finished_workspace(tmp_path_factory.mktemp("workflow"))
 
 
 def test_a_full_run_produces_every_stage_s_outputs(finished):
@@ -144,32 +149,52 @@ def test_adding_a_checkpoint_plans_only_its_jobs_and_not_the_sweep(finished):
         finished.write_config(config)
     jobs = planned_jobs(out)
     assert jobs.get("extract") == 6, jobs  # 3 data sets x 2 shards, checkpoint b only
-    assert jobs.get("decode") == 2 and jobs.get("score_decoder") == 1 and jobs.get("probe") == 1, jobs
+    assert jobs.get("decode") == 2 and jobs.get("score_decoder") == 1, jobs
+    assert jobs.get("train_probe") == 1 and jobs.get("score_probe") == 1, jobs
     assert "sweep_decode" not in jobs and "select_setting" not in jobs and "manifest" not in jobs, jobs
     assert "checkpoint=a" not in out
     assert set(re.findall(r"checkpoint=(\w+)", out)) == {"b"}
 
 
+UPSTREAM = {"demo_dataset", "demo_checkpoint", "manifest", "extract"}
+DECODER_JOBS = {"sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder"}
+
+
+def edited_plan(ws: Workspace, relative: str, addition: str) -> dict[str, int]:
+    """The dry run's jobs after appending `addition` to one code file of the workspace (restored afterwards)."""
+    path = ws.code / relative
+    original = path.read_text()
+    try:
+        path.write_text(original + addition)
+        return planned_jobs(ws.snakemake("--dry-run"))
+    finally:
+        path.write_text(original)
+
+
 def test_editing_evaluate_code_reruns_its_jobs_but_a_comment_does_not(finished):
-    backbone = finished.code / "evaluate" / "backbone.py"
-    original = backbone.read_text()
-    try:
-        backbone.write_text(original + "\n# a comment changes nothing the code does\n")
-        assert planned_jobs(finished.snakemake("--dry-run")) == {}
-        backbone.write_text(original + "\nUNUSED_CONSTANT = 1\n")
-        jobs = planned_jobs(finished.snakemake("--dry-run"))
-        assert jobs.get("extract") == 6, jobs  # every shard of checkpoint a: its features depend on backbone.py
-        assert "demo_dataset" not in jobs, jobs
-    finally:
-        backbone.write_text(original)
-    ledger = finished.code / "evaluate" / "tables.py"
-    original = ledger.read_text()
-    try:
-        ledger.write_text(original + "\nUNUSED_CONSTANT = 1\n")
-        jobs = planned_jobs(finished.snakemake("--dry-run"))
-        assert "extract" not in jobs, jobs  # table code is not what features depend on
-    finally:
-        ledger.write_text(original)
+    assert edited_plan(finished, "evaluate/backbone.py", "\n# a comment changes nothing the code does\n") == {}
+    jobs = edited_plan(finished, "evaluate/backbone.py", "\nUNUSED_CONSTANT = 1\n")
+    assert jobs.get("extract") == 6, jobs  # every shard of checkpoint a: its features depend on backbone.py
+    assert "demo_dataset" not in jobs, jobs
+
+
+def test_editing_the_decoder_job_module_or_a_helper_re_plans_the_decoder_jobs_and_nothing_upstream(finished):
+    jobs = edited_plan(finished, "evaluate/jobs/decoder.py", "\nUNUSED_CONSTANT = 1\n")
+    assert DECODER_JOBS <= set(jobs), jobs
+    assert not UPSTREAM & set(jobs) and "train_probe" not in jobs and "score_probe" not in jobs, jobs
+    # decoders/shards.py is imported by the sweep and decode jobs only (not by any hand-written list)
+    jobs = edited_plan(finished, "decoders/shards.py", "\nUNUSED_CONSTANT = 1\n")
+    assert {"sweep_decode", "decode"} <= set(jobs), jobs
+    assert not UPSTREAM & set(jobs) and "train_probe" not in jobs, jobs
+
+
+def test_editing_table_code_re_plans_only_tables_and_figures(finished):
+    jobs = edited_plan(finished, "evaluate/tables.py", "\nUNUSED_CONSTANT = 1\n")
+    assert jobs and set(jobs) - {"all"} <= {"tables", "figures"}, jobs
+    jobs = edited_plan(finished, "evaluate/figures.py", "\nUNUSED_CONSTANT = 1\n")
+    assert jobs and set(jobs) - {"all"} <= {"tables", "figures"}, jobs
+    jobs = edited_plan(finished, "evaluate/jobs/decoder.py", "\n# only a comment\n")
+    assert jobs == {}, jobs
 
 
 def test_raising_a_budget_re_runs_nothing(finished):

@@ -121,22 +121,16 @@ def score_decoder(smk: Any) -> None:
 
     from evaluate.atomic import read_json
     from evaluate.datasets import CocoDataset
-    from evaluate.jobs.labels import open_labels, record_identity
-    from evaluate.ledger.records import make_record, write_record
+    from evaluate.jobs.labels import score_eval_set
     from evaluate.measures import decoder_measures
-    from evaluate.provenance import sha256_json
 
-    started = time.time()
     setting = yaml.safe_load(selected_file.read_text())["name"]
     results = read_json(masks)
-    identity = record_identity(config, checkpoint, checkpoint_file, dataset_name, "eval")
     dataset = CocoDataset(images, annotations)
-    with open_labels(config, dataset, dataset_name, role="eval", purpose="eval", checkpoint=checkpoint["name"],
-                     setting=setting, n_images=len(dataset.image_ids)) as labels:
-        measures = decoder_measures(dataset, results, resamples=resamples, seed=seed)
-        labels.result_sha256 = sha256_json(measures)
-    record = make_record(kind="decoder", setting=setting, opening_row_sha256=labels.row_sha256, measures=measures,
-                         started=started, **identity)
-    write_record(out_record, record, replace=True)
+    measures = score_eval_set(
+        config, dataset=dataset, dataset_name=dataset_name, checkpoint=checkpoint, checkpoint_file=checkpoint_file,
+        kind="decoder", purpose="eval", setting=setting, n_images=len(dataset.image_ids), out_record=out_record,
+        score=lambda: decoder_measures(dataset, results, resamples=resamples, seed=seed),
+    )
     log.info("%s on %s: Jaccard %.2f, AP %.2f, CorLoc %.2f", checkpoint["name"], dataset_name,
              measures[0]["value"], measures[2]["value"], measures[1]["value"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -67,26 +66,20 @@ def score_probe(smk: Any) -> None:
     from evaluate.atomic import read_json
     from evaluate.datasets import CocoDataset
     from evaluate.features import FeatureReader
-    from evaluate.jobs.labels import open_labels, record_identity
-    from evaluate.ledger.records import make_record, write_record
+    from evaluate.jobs.labels import score_eval_set
     from evaluate.probe import LinearProbe, class_index, eval_items, probe_measures
-    from evaluate.provenance import sha256_json
 
-    started = time.time()
     training = read_json(training_file)
     probe = LinearProbe.load(weights)
     evaluation = CocoDataset(images, annotations)
     class_of_category = class_index(training["classes"], evaluation.categories, annotations)
-    identity = record_identity(config, checkpoint, checkpoint_file, dataset_name, "eval")
     reader = FeatureReader(shard_dirs)
-    with open_labels(config, evaluation, dataset_name, role="eval", purpose="probe-eval", checkpoint=checkpoint["name"],
-                     setting=training["setting"], n_images=len(reader.image_ids)) as labels:
-        measures = probe_measures(probe, eval_items(reader, evaluation, class_of_category), resamples=resamples,
-                                  seed=seed)
-        labels.result_sha256 = sha256_json(measures)
-    record = make_record(kind="probe", setting=training["setting"], opening_row_sha256=labels.row_sha256,
-                         measures=measures, started=started, **identity)
-    record["train_opening_row_sha256"] = training["opening_row_sha256"]
-    write_record(out_record, record, replace=True)
+    measures = score_eval_set(
+        config, dataset=evaluation, dataset_name=dataset_name, checkpoint=checkpoint, checkpoint_file=checkpoint_file,
+        kind="probe", purpose="probe-eval", setting=training["setting"], n_images=len(reader.image_ids),
+        out_record=out_record, extra={"train_opening_row_sha256": training["opening_row_sha256"]},
+        score=lambda: probe_measures(probe, eval_items(reader, evaluation, class_of_category), resamples=resamples,
+                                     seed=seed),
+    )
     log.info("%s on %s: probe mIoU %.2f, accuracy %.2f", checkpoint["name"], dataset_name, measures[0]["value"],
              measures[1]["value"])

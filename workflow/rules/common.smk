@@ -8,7 +8,6 @@ from evaluate import paths
 from evaluate.experiment import Experiment, check_config_names
 from evaluate.provenance import job_code_hash
 
-
 check_config_names(config)
 validate(config, schema="../schemas/config.schema.yaml")  # fills in every default the schema states
 EXP = Experiment(config)
@@ -160,7 +159,9 @@ def all_records():
     if SELECT_DATASET:
         records += [paths.DECODER_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in EVAL_DATASETS]
     if PROBE_TRAIN_DATASET:
-        records += [paths.PROBE_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in PROBE_EVAL_DATASETS]
+        records += [
+            paths.PROBE_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in PROBE_EVAL_DATASETS
+        ]
     return records
 
 

@@ -10,18 +10,18 @@ rule sweep_decode:
         meta=paths.FEATURES_META.replace("{checkpoint}", REFERENCE),
     output:
         paths.SWEEP_SHARD,
-    params:
-        decoder=config["decoder"],
-        job=JOBS["sweep_decode"],
-        code=CODE["sweep_decode"],
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=120,
     log:
         "logs/sweep_decode/{dataset}/{shard}.log",
     benchmark:
         "benchmarks/sweep_decode/{dataset}/{shard}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=120,
+    params:
+        decoder=config["decoder"],
+        job=JOBS["sweep_decode"],
+        code=CODE["sweep_decode"],
     script:
         "../scripts/run_job.py"
 
@@ -34,6 +34,14 @@ rule select_setting:
         selected=paths.SELECTED,
         table=paths.SWEEP_TABLE,
         record=paths.SWEEP_RECORD.format(checkpoint=REFERENCE, dataset=SELECT_DATASET),
+    log:
+        "logs/select_setting.log",
+    benchmark:
+        "benchmarks/select_setting.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=120,
     params:
         dataset=dataset_params(SELECT_DATASET) if SELECT_DATASET else None,
         checkpoint=checkpoint_params(REFERENCE),
@@ -41,14 +49,6 @@ rule select_setting:
         bootstrap=config["bootstrap"],
         job=JOBS["select_setting"],
         code=CODE["select_setting"],
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=120,
-    log:
-        "logs/select_setting.log",
-    benchmark:
-        "benchmarks/select_setting.tsv"
     script:
         "../scripts/run_job.py"
 
@@ -63,17 +63,17 @@ rule decode:
         selected=paths.SELECTED,
     output:
         paths.MASKS_SHARD,
-    params:
-        job=JOBS["decode"],
-        code=CODE["decode"],
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=60,
     log:
         "logs/decode/{checkpoint}/{dataset}/{shard}.log",
     benchmark:
         "benchmarks/decode/{checkpoint}/{dataset}/{shard}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=60,
+    params:
+        job=JOBS["decode"],
+        code=CODE["decode"],
     script:
         "../scripts/run_job.py"
 
@@ -84,13 +84,13 @@ rule merge_masks:
         decoded_shards,
     output:
         paths.MASKS,
-    params:
-        job=JOBS["merge_masks"],
-        code=CODE["merge_masks"],
     log:
         "logs/merge_masks/{checkpoint}/{dataset}.log",
     benchmark:
         "benchmarks/merge_masks/{checkpoint}/{dataset}.tsv"
+    params:
+        job=JOBS["merge_masks"],
+        code=CODE["merge_masks"],
     script:
         "../scripts/run_job.py"
 
@@ -105,19 +105,19 @@ rule score_decoder:
         checkpoint=checkpoint_path,
     output:
         record=paths.DECODER_RECORD,
+    log:
+        "logs/score_decoder/{checkpoint}/{dataset}.log",
+    benchmark:
+        "benchmarks/score_decoder/{checkpoint}/{dataset}.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
     params:
         checkpoint=checkpoint_of,
         dataset=dataset_of,
         bootstrap=config["bootstrap"],
         job=JOBS["score_decoder"],
         code=CODE["score_decoder"],
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=60,
-    log:
-        "logs/score_decoder/{checkpoint}/{dataset}.log",
-    benchmark:
-        "benchmarks/score_decoder/{checkpoint}/{dataset}.tsv"
     script:
         "../scripts/run_job.py"

@@ -6,16 +6,16 @@ rule demo_dataset:
     output:
         annotations=paths.DEMO_ANNOTATIONS,
         images=directory(paths.DEMO_IMAGES),
-    params:
-        demo=demo_dataset_of,
-        job=JOBS["demo_dataset"],
-        code=CODE["demo_dataset"],
-    wildcard_constraints:
-        dataset=_alternatives(DEMO_DATASETS),
     log:
         "logs/demo_dataset/{dataset}.log",
     benchmark:
         "benchmarks/demo_dataset/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=_alternatives(DEMO_DATASETS),
+    params:
+        demo=demo_dataset_of,
+        job=JOBS["demo_dataset"],
+        code=CODE["demo_dataset"],
     script:
         "../scripts/run_job.py"
 
@@ -23,15 +23,15 @@ rule demo_dataset:
 rule demo_checkpoint:
     output:
         paths.DEMO_CHECKPOINT,
-    params:
-        demo=demo_checkpoint_of,
-        job=JOBS["demo_checkpoint"],
-        code=CODE["demo_checkpoint"],
-    wildcard_constraints:
-        checkpoint=_alternatives(DEMO_CHECKPOINTS),
     log:
         "logs/demo_checkpoint/{checkpoint}.log",
     benchmark:
         "benchmarks/demo_checkpoint/{checkpoint}.tsv"
+    wildcard_constraints:
+        checkpoint=_alternatives(DEMO_CHECKPOINTS),
+    params:
+        demo=demo_checkpoint_of,
+        job=JOBS["demo_checkpoint"],
+        code=CODE["demo_checkpoint"],
     script:
         "../scripts/run_job.py"

@@ -6,15 +6,15 @@ checkpoint manifest:
         annotations=annotations_path,
     output:
         manifest=paths.MANIFEST,
+    log:
+        "logs/manifest/{dataset}.log",
+    benchmark:
+        "benchmarks/manifest/{dataset}.tsv"
     params:
         dataset=dataset_of,
         shard_size=config["features"]["shard_size"],
         job=JOBS["manifest"],
         code=CODE["manifest"],
-    log:
-        "logs/manifest/{dataset}.log",
-    benchmark:
-        "benchmarks/manifest/{dataset}.tsv"
     script:
         "../scripts/run_job.py"
 
@@ -28,20 +28,20 @@ rule extract:
         tokens224=paths.TOKENS224,
         image_ids=paths.IMAGE_IDS,
         meta=paths.FEATURES_META,
+    log:
+        "logs/extract/{checkpoint}/{dataset}/{shard}.log",
+    benchmark:
+        "benchmarks/extract/{checkpoint}/{dataset}/{shard}.tsv"
+    threads: config["features"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=120,
     params:
         which=which_of,
         dataset=dataset_of,
         features={k: config["features"][k] for k in ("batch_size", "dtype", "device", "autocast")},
         job=JOBS["extract"],
         code=CODE["extract"],
-    threads: config["features"]["threads"]
-    resources:
-        mem_mb=4000,
-        runtime=120,
-    log:
-        "logs/extract/{checkpoint}/{dataset}/{shard}.log",
-    benchmark:
-        "benchmarks/extract/{checkpoint}/{dataset}/{shard}.tsv"
     script:
         "../scripts/run_job.py"
 

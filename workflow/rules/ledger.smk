@@ -8,13 +8,13 @@ rule scores:
     output:
         csv=paths.SCORES_CSV,
         parquet=paths.SCORES_PARQUET,
-    params:
-        job=JOBS["scores"],
-        code=CODE["scores"],
     log:
         "logs/scores.log",
     benchmark:
         "benchmarks/scores.tsv"
+    params:
+        job=JOBS["scores"],
+        code=CODE["scores"],
     script:
         "../scripts/run_job.py"
 
@@ -29,15 +29,15 @@ rule tables:
             category="Tables",
             caption="../report/tables.rst",
         ),
+    log:
+        "logs/tables.log",
+    benchmark:
+        "benchmarks/tables.tsv"
     params:
         compare_to=config.get("compare_to"),
         bootstrap=config["bootstrap"],
         job=JOBS["tables"],
         code=CODE["tables"],
-    log:
-        "logs/tables.log",
-    benchmark:
-        "benchmarks/tables.tsv"
     script:
         "../scripts/run_job.py"
 
@@ -52,6 +52,10 @@ rule figures:
             category="Figures",
             caption="../report/figures.rst",
         ),
+    log:
+        "logs/figures.log",
+    benchmark:
+        "benchmarks/figures.tsv"
     params:
         figures=config["figures"],
         dataset=dataset_params(figure_dataset()) if figure_dataset() else None,
@@ -59,9 +63,5 @@ rule figures:
         reference=REFERENCE,
         job=JOBS["figures"],
         code=CODE["figures"],
-    log:
-        "logs/figures.log",
-    benchmark:
-        "benchmarks/figures.tsv"
     script:
         "../scripts/run_job.py"

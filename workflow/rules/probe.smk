@@ -9,6 +9,14 @@ rule train_probe:
     output:
         weights=paths.PROBE_WEIGHTS,
         training=paths.PROBE_TRAINING,
+    log:
+        "logs/train_probe/{checkpoint}.log",
+    benchmark:
+        "benchmarks/train_probe/{checkpoint}.tsv"
+    threads: 2
+    resources:
+        mem_mb=6000,
+        runtime=120,
     params:
         checkpoint=checkpoint_of,
         dataset=dataset_params(PROBE_TRAIN_DATASET) if PROBE_TRAIN_DATASET else None,
@@ -16,14 +24,6 @@ rule train_probe:
         bootstrap=config["bootstrap"],
         job=JOBS["train_probe"],
         code=CODE["train_probe"],
-    threads: 2
-    resources:
-        mem_mb=6000,
-        runtime=120,
-    log:
-        "logs/train_probe/{checkpoint}.log",
-    benchmark:
-        "benchmarks/train_probe/{checkpoint}.tsv"
     script:
         "../scripts/run_job.py"
 
@@ -34,21 +34,21 @@ rule score_probe:
         unpack(score_probe_inputs),
     output:
         record=paths.PROBE_RECORD,
-    params:
-        checkpoint=checkpoint_of,
-        dataset=dataset_of,
-        bootstrap=config["bootstrap"],
-        job=JOBS["score_probe"],
-        code=CODE["score_probe"],
+    log:
+        "logs/score_probe/{checkpoint}/{dataset}.log",
+    benchmark:
+        "benchmarks/score_probe/{checkpoint}/{dataset}.tsv"
     wildcard_constraints:
         dataset=_alternatives(PROBE_EVAL_DATASETS),
     threads: 1
     resources:
         mem_mb=4000,
         runtime=60,
-    log:
-        "logs/score_probe/{checkpoint}/{dataset}.log",
-    benchmark:
-        "benchmarks/score_probe/{checkpoint}/{dataset}.tsv"
+    params:
+        checkpoint=checkpoint_of,
+        dataset=dataset_of,
+        bootstrap=config["bootstrap"],
+        job=JOBS["score_probe"],
+        code=CODE["score_probe"],
     script:
         "../scripts/run_job.py"

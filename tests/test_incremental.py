@@ -1,0 +1,148 @@
+"""Growing a finished experiment: only the new jobs run, only the new labels are opened, nothing computed is touched.
+
+One tiny demo experiment (test_workflow's) is run for real, then grown:
+- one eval data set added: the openings ledger gains rows for that data set only, the probe's weights are
+  byte-identical and untouched, no feature shard of an existing data set is rewritten;
+- an eval data set whose only category the probe-train set lacks: refused before any job; with `probe: false` it is
+  scored by the decoder only;
+- one checkpoint added: only its jobs are planned;
+- a config file of the user's own, without the demo's entries: no demo job is planned, and no error.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from test_workflow import REPO, Workspace, checkpoint_entry, finished_workspace, planned_jobs
+
+pytestmark = pytest.mark.slow
+
+
+def demo_set(name: str, n: int, seed: int, first: int) -> dict:
+    return {"images": f"results/demo/datasets/{name}/images",
+            "annotations": f"results/demo/datasets/{name}/annotations.json", "roles": ["eval"],
+            "demo": {"n_images": n, "seed": seed, "first_image_id": first}}
+
+
+def openings_per_dataset(ws: Workspace) -> Counter:
+    """Label openings (budget rows aside) per data set, from the openings ledger."""
+    with open(ws.work / "results" / "ledger" / "openings.csv", newline="") as handle:
+        return Counter(row["dataset"] for row in csv.DictReader(handle) if row["purpose"] != "budget")
+
+
+def stamps(folder: Path) -> dict[str, int]:
+    """Every file below `folder` -> its modification time in ns (a rewritten file gets a new one)."""
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def grown(tmp_path_factory) -> Workspace:
+    return finished_workspace(tmp_path_factory.mktemp("incremental"))
+
+
+def test_adding_an_eval_data_set_opens_only_its_labels_and_touches_nothing_computed(grown):
+    results = grown.work / "results"
+    before = openings_per_dataset(grown)
+    weights = results / "probe" / "a" / "probe.safetensors"
+    weights_bytes, weights_stamp = weights.read_bytes(), weights.stat().st_mtime_ns
+    features = stamps(results / "features")
+    config = yaml.safe_load((grown.work / "config.yaml").read_text())
+    config["datasets"]["val2"] = demo_set("val2", 2, 4, 301)
+    grown.write_config(config)
+
+    jobs = planned_jobs(grown.snakemake("--dry-run"))  # its shards are known once its manifest exists
+    assert set(jobs) == {"demo_dataset", "manifest", "all"}, jobs
+    ran = grown.snakemake()
+    done = {rule: ran.count(f"rule {rule}:") for rule in ("extract", "score_decoder", "score_probe", "train_probe",
+                                                          "sweep_decode", "select_setting", "decode")}
+    assert done == {"extract": 2, "score_decoder": 1, "score_probe": 1, "train_probe": 0, "sweep_decode": 0,
+                    "select_setting": 0, "decode": 2}, done
+
+    after = openings_per_dataset(grown)
+    assert after - before == Counter({"val2": 2}), (before, after)  # its decoder scoring and its probe scoring
+    assert {d: after[d] for d in before} == dict(before)
+    assert weights.read_bytes() == weights_bytes and weights.stat().st_mtime_ns == weights_stamp
+    now = stamps(results / "features")
+    assert {k: now[k] for k in features} == features  # no shard of an existing data set rewritten
+    assert {k for k in now if k not in features} and all(k.startswith("a/val2/") for k in now if k not in features)
+    for kind in ("decoder", "probe"):
+        assert (results / "ledger" / "records" / kind / "a" / "val2.json").is_file()
+
+
+def foreground_set(ws: Workspace) -> dict:
+    """A copy of the val demo set whose only category is named 'foreground' (id 1, as the probe's 'disc')."""
+    source = ws.work / "results" / "demo" / "datasets" / "val"
+    target = ws.work / "data" / "fg"
+    shutil.copytree(source / "images", target / "images", dirs_exist_ok=True)
+    data = json.loads((source / "annotations.json").read_text())
+    data["categories"] = [{"id": 1, "name": "foreground", "supercategory": "object"}]
+    for ann in data["annotations"]:
+        ann["category_id"] = 1
+    (target / "annotations.json").write_text(json.dumps(data))
+    return {"images": "data/fg/images", "annotations": "data/fg/annotations.json", "roles": ["eval"]}
+
+
+def test_an_eval_set_of_unknown_category_names_is_refused_before_any_job_unless_it_is_decoder_only(grown):
+    config = yaml.safe_load((grown.work / "config.yaml").read_text())
+    config["datasets"]["fg"] = foreground_set(grown)
+    grown.write_config(config)
+    out = grown.snakemake("--dry-run", check=False)
+    assert "datasets.fg" in out and "['foreground']" in out and "probe: false" in out, out[-3000:]
+    assert "Job stats" not in out
+
+    before = openings_per_dataset(grown)
+    config["datasets"]["fg"]["probe"] = False
+    grown.write_config(config)
+    grown.snakemake()
+    records = grown.work / "results" / "ledger" / "records"
+    assert (records / "decoder" / "a" / "fg.json").is_file()
+    assert not (records / "probe" / "a" / "fg.json").exists()
+    assert openings_per_dataset(grown) - before == Counter({"fg": 1})  # the decoder's scoring only
+    measures = {row.split(",")[6] for row in (grown.work / "results" / "ledger" / "scores.csv").read_text().splitlines()
+                if row.split(",")[4] == "fg"}
+    assert measures == {"jaccard", "corloc", "ap", "ap50", "ar10"}
+
+
+def test_then_adding_a_checkpoint_plans_only_its_jobs(grown):
+    config = yaml.safe_load((grown.work / "config.yaml").read_text())
+    config["checkpoints"]["b"] = checkpoint_entry("b", "selfpatch-train", 1, 200)
+    grown.write_config(config)
+    try:
+        out = grown.snakemake("--dry-run")
+    finally:
+        config["checkpoints"].pop("b")
+        grown.write_config(config)
+    jobs = planned_jobs(out)
+    assert jobs.get("train_probe") == 1 and "sweep_decode" not in jobs and "manifest" not in jobs, jobs
+    assert set(__import__("re").findall(r"checkpoint=(\w+)", out)) == {"b"}
+
+
+def test_a_config_of_the_user_s_own_plans_no_demo_job(grown):
+    results = "results/demo"
+    user = {
+        "checkpoints": {"mine": {"path": f"{results}/checkpoints/a.pth", "run": "mine", "epoch": 1}},
+        "datasets": {
+            "my-select": {"images": f"{results}/datasets/sel/images",
+                          "annotations": f"{results}/datasets/sel/annotations.json", "roles": ["select"]},
+            "my-val": {"images": f"{results}/datasets/val/images",
+                       "annotations": f"{results}/datasets/val/annotations.json", "roles": ["eval"]},
+        },
+        "features": {"shard_size": 1, "batch_size": 2, "threads": 1},
+    }
+    (grown.work / "user.yaml").write_text(yaml.safe_dump(user))
+    jobs = planned_jobs(grown.snakemake("--dry-run", configfile="user.yaml"))
+    assert jobs and not any(rule.startswith("demo_") for rule in jobs), jobs
+    assert jobs.get("manifest") == 2, jobs  # its own two data sets (their shards are known once these ran)
+    assert "train_probe" not in jobs  # no probe-train data set in the user's config
+
+
+def test_make_run_with_config_replaces_the_demo_config():
+    out = subprocess.run(["make", "-n", "run", "CONFIG=my.yaml"], cwd=REPO, capture_output=True, text=True).stdout
+    assert "--configfile my.yaml --replace-workflow-config" in out
