@@ -185,6 +185,7 @@ class Experiment:
     datasets: dict[str, Dataset] = field(init=False)
 
     def __post_init__(self) -> None:
+        check_config_names(self.config)
         self.checkpoints = checkpoint_table(self.config)
         self.datasets = dataset_table(self.config)
         if not self.checkpoints:

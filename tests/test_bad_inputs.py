@@ -393,13 +393,13 @@ def test_safe_names_pass_both_layers():
     """Control: the characters the rule allows are accepted, so the refusals above are about the bad characters."""
     import jsonschema
 
-    from evaluate.experiment import Experiment
+    from evaluate.experiment import Experiment, load_config
 
     name = "dino_vits16-ep0100.v2"
     table = {"checkpoints": {name: {"path": "a.pth"}},
              "datasets": {name: {"images": "i", "annotations": "a.json", "roles": ["eval"]}}}
     jsonschema.validate(table, _schema())
-    assert list(Experiment(table).checkpoints) == [name]
+    assert list(Experiment(load_config(table)).checkpoints) == [name]
 
 
 def test_globbed_checkpoint_with_unsafe_run_name_is_reported(tmp_path):
