@@ -170,7 +170,7 @@ def tables_job(smk) -> None:
     ledger = Path(smk.input.scores).parent
     sweep = smk.input.sweep if smk.input.get("sweep") else None
     files = build_tables(ledger, smk.output[0], smk.params.compare_to, sweep_csv=sweep,
-                         bootstrap=bootstrap_params(smk.params.bootstrap))
+                         bootstrap=bootstrap_params(smk.params.bootstrap), gallery_images=smk.params.gallery_images)
     log.info("wrote %d table files", len(files))
 
 
@@ -207,7 +207,7 @@ def score_decoder_job(smk) -> None:
 
     from evaluate.ledger import make_measure, make_record, write_record
     from evaluate.provenance import sha256_json
-    from evaluate.scores import coco_mask_ap, corloc_hits, jaccard_per_image
+    from evaluate.scores import coco_mask_ap, corloc_hits, image_categories, jaccard_per_image
 
     started = time.time()
     params = smk.params.dataset
@@ -232,8 +232,10 @@ def score_decoder_job(smk) -> None:
             measures.append(make_measure(name, image_ids=list(dataset.image_ids), per_image=[], reducer=None,
                                          value=ap[name]))
         labels.result_sha256 = sha256_json(measures)
+        categories = image_categories(dataset)
     record = make_record(kind="decoder", setting=setting, opening_row_sha256=labels.row_sha256,
                          measures=measures, started=started, **common)
+    record["image_categories"] = categories
     write_record(smk.output.record, record, replace=True)
     log.info("%s on %s: Jaccard %.2f, AP %.2f, CorLoc %.2f", common["checkpoint"], params["name"],
              measures[0]["value"], ap["ap"], measures[1]["value"])
@@ -243,8 +245,8 @@ def probe_job(smk) -> None:
     """Train the probe on the probe-train data set's tokens, then score it on every eval data set."""
     from evaluate.features import FeatureReader
     from evaluate.ledger import make_record, write_record
-    from evaluate.probe import (DEFAULT_MAX_ITER, DEFAULT_WEIGHT_DECAY, class_index, dataset_patch_labels,
-                                eval_items, fit_probe, probe_measures, training_tokens)
+    from evaluate.probe import (DEFAULT_MAX_ITER, DEFAULT_WEIGHT_DECAY, class_index, class_names,
+                                dataset_patch_labels, eval_items, fit_probe, probe_measures, training_tokens)
     from evaluate.provenance import sha256_file, sha256_json
 
     started = time.time()
@@ -284,6 +286,7 @@ def probe_job(smk) -> None:
             started=eval_started, **{**common, "dataset": name, "role": "eval"},
         )
         record["train_opening_row_sha256"] = train_opening
+        record["class_names"] = class_names(train, classes)
         write_record(record_path, record, replace=True)
         log.info("%s on %s: probe mIoU %.2f, accuracy %.2f", common["checkpoint"], name,
                  measures[0]["value"], measures[1]["value"])

@@ -31,6 +31,7 @@ rule tables:
     params:
         compare_to=config.get("compare_to"),
         bootstrap=config.get("bootstrap", {}),
+        gallery_images=config.get("figures", {}).get("gallery_images"),
     log:
         "logs/tables.log",
     benchmark:
