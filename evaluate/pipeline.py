@@ -481,20 +481,20 @@ def decode_job(smk) -> None:
 
 
 def figures_job(smk) -> None:
-    """Measures against epoch (from the records), mask overlays per checkpoint, one image's eigenvector map."""
-    from evaluate.figures import eigenvector_figure, mask_overlays, measure_figures
+    """Figures from the records (measures, overlays, galleries, sweep heatmap, agreement), one eigenvector map."""
+    from evaluate.figures import eigenvector_figure, ledger_figures
 
     out = Path(smk.output[0])
     out.mkdir(parents=True, exist_ok=True)
     ledger = Path(smk.input.scores).parent
-    files = list(measure_figures(ledger, out) or [])
     figures = smk.params.figures or {}
+    masks = dict(zip(smk.params.checkpoints, smk.input.masks)) if smk.input.get("masks") else None
+    files = ledger_figures(ledger, out, dataset=smk.params.dataset, masks=masks,
+                           sweep_csv=smk.input.sweep if smk.input.get("sweep") else None,
+                           overlay_images=int(figures.get("overlay_images", 4)),
+                           gallery_images=figures.get("gallery_images"), **bootstrap_params(smk.params.bootstrap))
     if smk.input.get("masks"):
         params = smk.params.dataset
-        masks = dict(zip(smk.params.checkpoints, smk.input.masks))
-        overlay = out / f"overlays_{params['name']}.png"
-        mask_overlays(params["images"], params["annotations"], masks, overlay, k=int(figures.get("overlay_images", 4)))
-        files.append(overlay)
         from decoders.ncut import GRID, eigenvector
 
         decoder, settings = read_selected(smk.input.selected)
@@ -513,3 +513,10 @@ def figures_job(smk) -> None:
         eigenvector_figure(image_path, vector, figure, title=f"{smk.params.reference}, image {wanted}")
         files.append(figure)
     log.info("wrote %d figures", len(files))
+
+
+def html_report_job(smk) -> None:
+    """results/report.html from the tables and figures folders (`evaluate.report`)."""
+    from evaluate.report import build_report
+
+    build_report(smk.input.tables, smk.input.figures, smk.output[0])

@@ -102,7 +102,7 @@ def all_features(wildcards):
 def all_targets(wildcards):
     targets = all_features(wildcards)
     if all_records():
-        targets += ["results/ledger/scores.csv", "results/tables", "results/figures"]
+        targets += ["results/ledger/scores.csv", "results/tables", "results/figures", "results/report.html"]
     return targets
 
 

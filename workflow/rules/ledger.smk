@@ -48,6 +48,7 @@ def figure_inputs(wildcards):
         inputs["manifest"] = f"results/datasets/{d}/manifest.json"
         inputs["keys480"] = feature_shards(REFERENCE, d, "keys480.npy")
         inputs["selected"] = "results/decoder/selected.yaml"
+        inputs["sweep"] = "results/decoder/sweep.csv"
     return inputs
 
 
@@ -63,6 +64,7 @@ rule figures:
         ),
     params:
         figures=config.get("figures", {}),
+        bootstrap=config.get("bootstrap", {}),
         dataset=dataset_params(EVAL_DATASETS[0]) if EVAL_DATASETS else None,
         checkpoints=list(CHECKPOINTS),
         reference=REFERENCE,
@@ -72,3 +74,16 @@ rule figures:
         "benchmarks/figures.tsv"
     script:
         "../scripts/figures.py"
+
+
+rule html_report:
+    """results/report.html: every table and figure on one static page, checked in a browser by the tests."""
+    input:
+        tables="results/tables",
+        figures="results/figures",
+    output:
+        "results/report.html",
+    log:
+        "logs/html_report.log",
+    script:
+        "../scripts/html_report.py"
