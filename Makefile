@@ -22,7 +22,7 @@ help:
 	@echo "make lint       snakemake --lint (only the software-environment finding allowed) and snakefmt --check"
 	@echo "make dry-run    list the jobs that would run"
 	@echo "make tables     regenerate tables and figures from the ledger"
-	@echo "make report     results/report.html (Snakemake's HTML report)"
+	@echo "make report     results/snakemake-report.html (Snakemake's HTML report; results/report.html is ours)"
 	@echo "make verify     check the openings hash chain and every record"
 	@echo "make unlock     release Snakemake's lock after a killed run (then make run resumes)"
 	@echo "make bench      the speed benchmarks in bench/"
@@ -39,7 +39,7 @@ setup: $(VENV)/.installed
 
 run: setup
 	$(SMK) $(SNAKEMAKE_ARGS)
-	$(SMK) --report results/report.html
+	$(SMK) --report results/snakemake-report.html
 
 dry-run: setup
 	$(SMK) --dry-run
@@ -49,15 +49,15 @@ features: setup
 
 # Only the ledger's rules may run: features, masks and records are taken as they are, even if code changed.
 tables: setup
-	$(SMK) --allowed-rules scores tables figures \
-	    --forcerun scores tables figures -- scores tables figures
+	$(SMK) --allowed-rules scores tables figures html_report \
+	    --forcerun scores tables figures html_report -- scores tables figures results/report.html
 
 # After a killed run Snakemake keeps its lock on the working directory; this releases it (outputs stay).
 unlock: setup
 	$(SMK) --unlock
 
 report: setup
-	$(SMK) --report results/report.html
+	$(SMK) --report results/snakemake-report.html
 
 verify: setup
 	$(PY) -m evaluate.ledger verify results/ledger
@@ -83,4 +83,5 @@ slurm-test: setup
 
 clean:
 	rm -rf .snakemake logs benchmarks results/demo results/datasets results/features results/decoder \
-	       results/probe results/ledger results/tables results/figures results/report.html
+	       results/probe results/ledger results/tables results/figures results/report.html \
+	       results/snakemake-report.html

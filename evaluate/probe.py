@@ -539,3 +539,57 @@ def eval_items(reader: Any, source: Any, class_of_category: dict[int, int]) -> I
         for row, image_id in enumerate(shard_ids):
             map224 = label_map224(label_map(source, int(image_id), class_of_category))
             yield int(image_id), np.asarray(array[row], dtype=np.float32), map224
+
+
+# ------------------------------------------------------------------------------------------------- per-class views
+
+BACKGROUND = "background"
+
+
+def class_names(classes: Sequence[str]) -> list[str]:
+    """Name of every probe class by label: ["background", name of class 1, ..., name of class K] (K + 1 names).
+
+    classes: `probe_classes` of the probe-train set. What the probe record keeps so per-class tables come from
+    records alone.
+    """
+    return [BACKGROUND, *classes]
+
+
+def per_class_iou(
+    per_image: Iterable[Iterable[Iterable[int]]], n_classes: int, *, resamples: int = 10000, seed: int = 0,
+    level: float = 0.95,
+) -> list[dict[str, Any]]:
+    """IoU of each class over the pooled per-image confusions, with a percentile bootstrap interval over images.
+
+    per_image: the probe record's sparse confusions, one [[true, pred, count], ...] list per image. Class c's IoU
+    is sum I / sum (T + P - I) over images (I, T, P: its intersection, true and predicted pixels), i.e. the
+    "ratio" reducer on per-image [I, T + P - I], so the pooled value equals the per-class term of mIoU. Returns
+    one entry per label 0..n_classes-1: {"label", "n_images" (images whose truth holds the class), "value",
+    "ci_low", "ci_high"} in [0, 1]; all None for a class with no true or predicted pixel anywhere.
+    """
+    from evaluate.scores import bootstrap_ci
+
+    rows = list(per_image)
+    inter = np.zeros((len(rows), n_classes), dtype=np.int64)
+    true = np.zeros_like(inter)
+    pred = np.zeros_like(inter)
+    for i, entries in enumerate(rows):
+        for t, p, c in entries:
+            t, p, c = int(t), int(p), int(c)
+            if not (0 <= t < n_classes and 0 <= p < n_classes):
+                raise ProbeError(f"per_class_iou: image {i} has label {max(t, p)} outside 0..{n_classes - 1}")
+            if t == p:
+                inter[i, t] += c
+            true[i, t] += c
+            pred[i, p] += c
+    union = true + pred - inter
+    out = []
+    for label in range(n_classes):
+        entry = {"label": label, "n_images": int(np.count_nonzero(true[:, label])), "value": None,
+                 "ci_low": None, "ci_high": None}
+        if rows and union[:, label].sum() > 0:
+            stats = np.stack([inter[:, label], union[:, label]], axis=1)
+            v, lo, hi = bootstrap_ci(stats, "ratio", resamples=resamples, seed=seed, level=level)
+            entry.update(value=v, ci_low=None if np.isnan(lo) else lo, ci_high=None if np.isnan(hi) else hi)
+        out.append(entry)
+    return out

@@ -399,3 +399,82 @@ def paired_bootstrap_diff(
     va, vb = _resample_values([mat_a, mat_b], [fin_a, fin_b], int(resamples), seed)
     lo, hi = _interval(va - vb, level)
     return diff, lo, hi
+
+
+# ------------------------------------------------------------------------------------- per-category and per-image
+
+
+def image_categories(dataset: Any) -> list[list]:
+    """[[image_id, [category name, ...]], ...] for every image of `dataset` (sorted ids): the sorted, distinct
+    names of the categories with a non-crowd instance in the image (crowd regions are ignore regions, so they
+    place no image in a category). What the decoder record keeps so per-category tables come from records alone.
+
+    dataset: `.image_ids`, `.instances(image_id)` and `.coco.cats` (evaluate.datasets.CocoDataset).
+    """
+    names = {int(c): str(cat["name"]) for c, cat in dataset.coco.cats.items()}
+    return [
+        [int(i), sorted({names[int(a["category_id"])] for a in dataset.instances(int(i)) if not a.get("iscrowd", 0)})]
+        for i in dataset.image_ids
+    ]
+
+
+def per_category_mean(
+    image_ids: Sequence[int], values: Sequence[float], categories: Sequence[Sequence], *, resamples: int,
+    seed: int, level: float = 0.95,
+) -> list[dict[str, Any]]:
+    """Mean of a per-image score over the images of each category, with its percentile bootstrap interval.
+
+    image_ids, values: the scored images and their per-image values (e.g. Jaccard in [0, 1]); categories: the
+    `image_categories` pairs [[image_id, [names]], ...] (images absent from `image_ids`, i.e. left out, are
+    skipped). An image with several categories counts in each of them. Returns, sorted by category name,
+    {"category", "n_images", "value", "ci_low", "ci_high"} (unit-free, as the values), each interval from
+    `bootstrap_ci(..., "mean")` over that category's images with the same `seed` (resamples restart per category).
+    """
+    value_of = {int(i): float(v) for i, v in zip(image_ids, values)}
+    if len(value_of) != len(image_ids):
+        raise ScoreError(f"per-category mean: {len(image_ids)} image ids but {len(values)} values or repeated ids")
+    groups: dict[str, list[float]] = defaultdict(list)
+    for image_id, names in categories:
+        if int(image_id) in value_of:
+            for name in names:
+                groups[str(name)].append(value_of[int(image_id)])
+    out = []
+    for name in sorted(groups):
+        v, lo, hi = bootstrap_ci(np.asarray(groups[name]), "mean", resamples=resamples, seed=seed, level=level)
+        out.append({"category": name, "n_images": len(groups[name]), "value": v, "ci_low": lo, "ci_high": hi})
+    return out
+
+
+def extremes(image_ids: Sequence[int], values: Sequence[float], n: int) -> tuple[list[int], list[int]]:
+    """(worst, best): the ids of the `n` lowest and the `n` highest values, worst first and best first.
+
+    Ties go to the lower image id at both ends (the order is (value, id) for the worst and (-value, id) for the
+    best). With fewer than 2n images the two lists overlap; with fewer than n each holds every image.
+    """
+    if n < 1:
+        raise ScoreError(f"extremes: n must be >= 1, got {n}")
+    pairs = [(float(v), int(i)) for i, v in zip(image_ids, values)]
+    worst = [i for _, i in sorted(pairs)[:n]]
+    best = [i for _, i in sorted(pairs, key=lambda p: (-p[0], p[1]))[:n]]
+    return worst, best
+
+
+def bootstrap_values(
+    stats: Sequence[tuple[Any, str]], resamples: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Several statistics of the same images on the same bootstrap resamples (the draws of the module docstring).
+
+    stats: (per-image statistics, reducer) pairs, all over the same n images in the same order (shapes as for
+    `bootstrap_ci`). Returns (values float64 (k,) on all images, resampled float64 (k, resamples)); undefined
+    values (a zero denominator) are NaN.
+    """
+    if not stats:
+        raise ScoreError("bootstrap_values: no statistics given")
+    _check_args(resamples, 0.95)
+    pairs = [_sufficient(s, r) for s, r in stats]
+    sizes = {mat.shape[0] for mat, _ in pairs}
+    if len(sizes) != 1:
+        raise ScoreError(f"bootstrap_values: the statistics cover different numbers of images {sorted(sizes)}")
+    values = np.array([float(fin(mat.sum(axis=0, keepdims=True))[0]) for mat, fin in pairs])
+    resampled = _resample_values([m for m, _ in pairs], [f for _, f in pairs], int(resamples), seed)
+    return values, np.stack(resampled)

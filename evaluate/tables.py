@@ -1,25 +1,50 @@
-"""Tables from the ledger alone (`results/tables/`): CSV, Markdown and LaTeX of the same rows.
+r"""Tables from the ledger alone (`results/tables/`): CSV, Markdown, LaTeX and an HTML fragment of each table.
 
-Three kinds (DESIGN section 7), all built from verified records (`evaluate.ledger.read_records`), never features:
+Every table is built from verified records (`evaluate.ledger.read_records`), never features, as a `Table` (typed
+columns, cells holding numbers) and rendered four ways by one set of rules:
 
-- `run-{run}_{dataset}`: for each run and each `eval` data set, one row per epoch (then checkpoint), one column
-  per measure, cells "value [lo, hi]" (2 decimals; "value" alone for a measure without an interval).
-- `compare-{baseline}_{dataset}`: for each `eval` data set, every checkpoint minus the baseline checkpoint: paired
-  bootstrap differences (`evaluate.scores.paired_bootstrap_diff`) over the images both records scored (aligned by
-  image id), for measures with a reducer; the baseline's own row is 0 [0, 0] by construction.
-- `sweep`: the decoder sweep, one row per setting with mean Jaccard and its interval, from a sweep CSV with columns
-  `setting`, `value` (or `jaccard`), `ci_low`, `ci_high` (any of `checkpoint`, `dataset`, `n_images` are kept),
-  sorted best first within each checkpoint and data set.
+- **LaTeX** (`{stem}.tex`): pandas' own writer (`Styler.to_latex`) with booktabs rules (\toprule, \midrule,
+  \bottomrule; the preamble needs `\usepackage{booktabs}`), a `table` float with `\caption` and
+  `\label{tab:{stem}}`; display names as LaTeX (AP$_{50}$); a cell is `v {\scriptsize [lo, hi]}`, DIGITS
+  decimals, a negative number's sign as `$-$`.
+- **Markdown** (`{stem}.md`): the caption, a blank line, then the table; a cell is `v [lo, hi]`.
+- **HTML** (`{stem}.html`): a `<table>` with its `<caption>`, for the report (`evaluate.report`).
+- **CSV** (`{stem}.csv`): machine names as headers, every number at full precision (`repr`), and a numeric
+  column with intervals as three columns `{key}`, `{key}_ci_low`, `{key}_ci_high`; no caption, no bold.
 
-A measure name that occurs in records of more than one kind becomes `{kind}:{measure}` in column headers.
+Best values: in a column marked `best`, the highest value (by the number, not by its rounded text) is bold
+(`\textbf{}`, `**`, `<strong>`); every cell that equals it exactly is bold too (ties share the bold); a column
+with fewer than two values has no best. Per-category tables (checkpoints as columns) mark the best checkpoint in
+each row instead (`best_by="row"`). Every measure here is better when higher (differences too).
+
+Tables (per `eval` data set unless said):
+- `checkpoints_{dataset}`: one row per checkpoint (run, epoch, architecture where the records have it,
+  checkpoint), one column per measure, value [95% interval].
+- `run-{run}_{dataset}`: the same, one table per run, one row per epoch.
+- `compare-{baseline}_{dataset}`: every checkpoint minus the baseline checkpoint: paired bootstrap differences
+  (`paired_difference`) over the images both records scored, for measures with per-image statistics.
+- `sweep`: the decoder sweep on the select data set, best setting first (`sweep_table`).
+- `categories_{dataset}`: per-category decoder Jaccard (`evaluate.scores.per_category_mean` over the images
+  holding each category, from the decoder record's `image_categories`), categories as rows, checkpoints as
+  columns.
+- `probe-classes_{dataset}`: per-class probe IoU (`evaluate.probe.per_class_iou` from the probe record's
+  confusions and `class_names`).
+- `gallery_{dataset}`: each checkpoint's `gallery_images` worst and best images by Jaccard
+  (`evaluate.scores.extremes`), with their categories.
+- `agreement_{dataset}`: Kendall's tau between the checkpoints' rankings for every pair of measures with its 95%
+  bootstrap interval over images (`evaluate.agreement`).
+
+A measure name that occurs in records of more than one kind becomes `{kind}:{measure}` in column keys.
 """
 
 from __future__ import annotations
 
 import csv
+import html
 import io
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -28,25 +53,115 @@ from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records
 from evaluate.measures import PERCENT, stats_array
 
-MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "miou", "patch_accuracy")
+MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy")
+# measure -> (plain display name for Markdown, HTML and figures, LaTeX display name)
+DISPLAY_NAMES = {
+    "jaccard": ("Jaccard", "Jaccard"),
+    "corloc": ("CorLoc", "CorLoc"),
+    "ap": ("AP", "AP"),
+    "ap50": ("AP50", "AP$_{50}$"),
+    "ar10": ("AR@10", "AR@10"),
+    "probe_miou": ("probe mIoU", "probe mIoU"),
+    "probe_accuracy": ("probe accuracy", "probe accuracy"),
+}
+DIGITS = 1  # decimals of a percentage in Markdown, HTML and LaTeX (CSV keeps full precision)
+TAU_DIGITS = 2  # decimals of Kendall's tau
+INTERVAL_TEXT = "value [95% bootstrap interval over images]"
 LATEX_SPECIALS = {
     "\\": r"\textbackslash{}", "_": r"\_", "&": r"\&", "%": r"\%", "#": r"\#", "$": r"\$", "{": r"\{",
     "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
 }
 
 
+# ----------------------------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class Column:
+    """key: CSV header (machine name); plain: Markdown/HTML header; latex: LaTeX header (already LaTeX);
+    numeric: cells are numbers (right aligned); digits: decimals shown; best: bold the highest value."""
+
+    key: str
+    plain: str
+    latex: str
+    numeric: bool = False
+    digits: int = DIGITS
+    best: bool = False
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A number with an optional interval (value, lo, hi; None = empty), or a text (`text`; `latex`: the same
+    text as LaTeX, where it differs from the escaped text)."""
+
+    value: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    text: str | None = None
+    latex: str | None = None
+
+
+@dataclass
+class Table:
+    """stem: file name without suffix; caption: plain text; rows: one Cell per column; best_by: "column" (the
+    best of each `best` column among the rows) or "row" (the best `best` column of each row)."""
+
+    stem: str
+    caption: str
+    columns: list[Column]
+    rows: list[list[Cell]] = field(default_factory=list)
+    best_by: str = "column"
+
+
+def text_column(key: str, plain: str | None = None) -> Column:
+    plain = key if plain is None else plain
+    return Column(key, plain, latex_escape(plain))
+
+
+def measure_column(key: str, best: bool = True, suffix: str = "") -> Column:
+    """The column of measure `key` (`measure` or `kind:measure`) under its display names."""
+    kind, _, base = key.rpartition(":")
+    plain, latex = DISPLAY_NAMES.get(base, (base, latex_escape(base)))
+    if kind:
+        plain, latex = f"{kind} {plain}", f"{latex_escape(kind)} {latex}"
+    return Column(key + suffix, plain + suffix, latex + latex_escape(suffix), numeric=True, best=best)
+
+
+def text(value) -> Cell:
+    return Cell(text="" if value is None else str(value))
+
+
+def bold_cells(table: Table) -> set[tuple[int, int]]:
+    """(row, column) of every bold cell: see the module docstring (exact ties all bold; two values needed)."""
+    bold: set[tuple[int, int]] = set()
+    best_cols = [c for c, col in enumerate(table.columns) if col.best]
+    if table.best_by == "column":
+        groups = [[(r, c) for r in range(len(table.rows))] for c in best_cols]
+    elif table.best_by == "row":
+        groups = [[(r, c) for c in best_cols] for r in range(len(table.rows))]
+    else:
+        raise ValueError(f"best_by must be 'column' or 'row', got {table.best_by!r}")
+    for group in groups:
+        filled = [(rc, table.rows[rc[0]][rc[1]].value) for rc in group if table.rows[rc[0]][rc[1]].value is not None]
+        if len(filled) < 2:
+            continue
+        top = max(v for _, v in filled)
+        bold.update(rc for rc, v in filled if v == top)
+    return bold
+
+
 # ----------------------------------------------------------------------------------------------- formatters
 
 
-def fmt_number(value: float | None, digits: int = 2) -> str:
-    """`value` with `digits` decimals; "" for None; never "-0.00"."""
+def fmt_number(value: float | None, digits: int = DIGITS) -> str:
+    """`value` with `digits` decimals; "" for None; never "-0.0"."""
     if value is None:
         return ""
-    text = f"{value:.{digits}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
+    text_ = f"{value:.{digits}f}"
+    return text_[1:] if text_.startswith("-") and float(text_) == 0 else text_
 
 
-def fmt_interval(value: float | None, lo: float | None, hi: float | None, digits: int = 2) -> str:
+def fmt_interval(value: float | None, lo: float | None, hi: float | None, digits: int = DIGITS) -> str:
     """"v [lo, hi]", or "v" when there is no interval, or "" when there is no value."""
     if value is None:
         return ""
@@ -55,45 +170,122 @@ def fmt_interval(value: float | None, lo: float | None, hi: float | None, digits
     return f"{fmt_number(value, digits)} [{fmt_number(lo, digits)}, {fmt_number(hi, digits)}]"
 
 
-def to_csv(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def latex_escape(text_: str) -> str:
+    return "".join(LATEX_SPECIALS.get(ch, ch) for ch in str(text_))
+
+
+def _latex_number(value: float, digits: int) -> str:
+    shown = fmt_number(value, digits)
+    return "$-$" + shown[1:] if shown.startswith("-") else shown
+
+
+def _plain_cell(cell: Cell, col: Column, bold: bool, strong: tuple[str, str]) -> str:
+    if not col.numeric:
+        return cell.text or ""
+    if cell.value is None:
+        return ""
+    head = fmt_number(cell.value, col.digits)
+    if bold:
+        head = f"{strong[0]}{head}{strong[1]}"
+    if cell.lo is None or cell.hi is None:
+        return head
+    return f"{head} [{fmt_number(cell.lo, col.digits)}, {fmt_number(cell.hi, col.digits)}]"
+
+
+def _latex_cell(cell: Cell, col: Column, bold: bool) -> str:
+    if not col.numeric:
+        return cell.latex if cell.latex is not None else latex_escape(cell.text or "")
+    if cell.value is None:
+        return ""
+    head = _latex_number(cell.value, col.digits)
+    if bold:
+        head = f"\\textbf{{{head}}}"
+    if cell.lo is None or cell.hi is None:
+        return head
+    return f"{head} {{\\scriptsize [{_latex_number(cell.lo, col.digits)}, {_latex_number(cell.hi, col.digits)}]}}"
+
+
+def _full(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+def to_csv(table: Table) -> str:
+    """Full precision; a numeric column with any interval gets `{key}_ci_low` and `{key}_ci_high` beside it."""
+    with_ci = [col.numeric and any(r[c].lo is not None or r[c].hi is not None for r in table.rows)
+               for c, col in enumerate(table.columns)]
+    header = []
+    for col, ci in zip(table.columns, with_ci):
+        header += [col.key, f"{col.key}_ci_low", f"{col.key}_ci_high"] if ci else [col.key]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
-    writer.writerows(rows)
+    for row in table.rows:
+        out = []
+        for cell, col, ci in zip(row, table.columns, with_ci):
+            if not col.numeric:
+                out.append(cell.text or "")
+            else:
+                out += [_full(cell.value), _full(cell.lo), _full(cell.hi)] if ci else [_full(cell.value)]
+        writer.writerow(out)
     return buf.getvalue()
 
 
-def to_markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def to_markdown(table: Table) -> str:
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
-    out = [line(header), "|" + "|".join("---" for _ in header) + "|"]
-    out += [line(r) for r in rows]
+    bold = bold_cells(table)
+    out = [table.caption, "", line([c.plain for c in table.columns]),
+           "|" + "|".join("---:" if c.numeric else "---" for c in table.columns) + "|"]
+    out += [line([_plain_cell(cell, col, (r, c) in bold, ("**", "**"))
+                  for c, (cell, col) in enumerate(zip(row, table.columns))]) for r, row in enumerate(table.rows)]
     return "\n".join(out) + "\n"
 
 
-def latex_escape(text: str) -> str:
-    return "".join(LATEX_SPECIALS.get(ch, ch) for ch in str(text))
+def to_html(table: Table) -> str:
+    """A `<table id="tab-{stem}">` with its caption; cells HTML-escaped, bold as <strong>."""
+    bold = bold_cells(table)
 
+    def cell_html(r: int, c: int) -> str:
+        col = table.columns[c]
+        shown = html.escape(_plain_cell(table.rows[r][c], col, (r, c) in bold, ("\x00", "\x01")))
+        shown = shown.replace("\x00", "<strong>").replace("\x01", "</strong>")
+        return f'<td class="num">{shown}</td>' if col.numeric else f"<td>{shown}</td>"
 
-def to_latex(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A plain `tabular` (first column left, the rest right aligned) with \\hline rules; no packages needed."""
-    spec = "l" + "r" * (len(header) - 1)
-    out = [f"\\begin{{tabular}}{{{spec}}}", "\\hline",
-           " & ".join(latex_escape(h) for h in header) + " \\\\", "\\hline"]
-    out += [" & ".join(latex_escape(c) for c in r) + " \\\\" for r in rows]
-    out += ["\\hline", "\\end{tabular}"]
+    out = [f'<table id="tab-{html.escape(table.stem)}">', f"<caption>{html.escape(table.caption)}</caption>",
+           "<thead><tr>" + "".join(('<th class="num">' if c.numeric else "<th>") + f"{html.escape(c.plain)}</th>"
+                                   for c in table.columns) + "</tr></thead>", "<tbody>"]
+    out += ["<tr>" + "".join(cell_html(r, c) for c in range(len(table.columns))) + "</tr>"
+            for r in range(len(table.rows))]
+    out += ["</tbody>", "</table>"]
     return "\n".join(out) + "\n"
 
 
-def write_table(out_dir: str | os.PathLike, stem: str, header: Sequence[str],
-                rows: Sequence[Sequence[str]]) -> list[Path]:
-    """Write `{stem}.csv`, `{stem}.md` and `{stem}.tex` atomically; return the three paths."""
+def to_latex(table: Table) -> str:
+    """pandas' Styler.to_latex: booktabs rules, a centred `table` float with caption and label tab:{stem}."""
+    import pandas as pd  # noqa: PLC0415
+
+    bold = bold_cells(table)
+    data = [[_latex_cell(cell, col, (r, c) in bold) for c, (cell, col) in enumerate(zip(row, table.columns))]
+            for r, row in enumerate(table.rows)]
+    frame = pd.DataFrame(data, columns=[c.latex for c in table.columns], dtype=object)
+    spec = "".join("r" if c.numeric else "l" for c in table.columns)
+    return frame.style.hide(axis="index").to_latex(
+        hrules=True, column_format=spec, caption=latex_escape(table.caption), label=f"tab:{table.stem}",
+        position_float="centering",
+    )
+
+
+RENDERERS = ((".csv", to_csv), (".md", to_markdown), (".tex", to_latex), (".html", to_html))
+
+
+def write_table(out_dir: str | os.PathLike, table: Table) -> list[Path]:
+    """Write `{stem}.csv`, `.md`, `.tex` and `.html` atomically; return the four paths."""
     out_dir = Path(out_dir)
     paths = []
-    for suffix, render in ((".csv", to_csv), (".md", to_markdown), (".tex", to_latex)):
-        path = out_dir / f"{stem}{suffix}"
-        write_text(path, render(header, rows))
+    for suffix, render in RENDERERS:
+        path = out_dir / f"{table.stem}{suffix}"
+        write_text(path, render(table))
         paths.append(path)
     return paths
 
@@ -107,7 +299,7 @@ def _measure_sort_key(name: str) -> tuple:
 
 
 def _column_names(records: Sequence[dict]) -> dict[tuple[str, str], str]:
-    """(kind, measure) -> column header: the measure, or `kind:measure` when several kinds report it."""
+    """(kind, measure) -> column key: the measure, or `kind:measure` when several kinds report it."""
     kinds: dict[str, set[str]] = {}
     for rec in records:
         for m in rec["measures"]:
@@ -134,8 +326,88 @@ def _index_measures(records: Sequence[dict], columns: dict) -> dict[tuple[str, s
     return out
 
 
-def run_tables(records: Sequence[dict]) -> list[tuple[str, list[str], list[list[str]]]]:
-    """Per run and eval data set: (stem, header, rows); rows sorted by epoch (None last), then checkpoint."""
+def eval_measures(records: Sequence[dict], dataset: str) -> tuple[list[str], dict[str, dict[str, dict]]]:
+    """The eval measures of one data set: (column keys in MEASURE_ORDER, {column: {checkpoint: measure}})."""
+    evals = [r for r in records if r["role"] == "eval"]
+    columns = _column_names(evals)
+    out: dict[str, dict[str, dict]] = {}
+    for (ckpt, ds, col), (_, m) in _index_measures(evals, columns).items():
+        if ds == dataset:
+            out.setdefault(col, {})[ckpt] = m
+    return sorted(out, key=_measure_sort_key), out
+
+
+def _architecture(recs: Sequence[dict], checkpoint: str) -> str:
+    return next((str(r["architecture"]) for r in recs if r["checkpoint"] == checkpoint and r.get("architecture")),
+                "")
+
+
+def describe_dataset(recs: Sequence[dict], dataset: str) -> str:
+    """Caption text: the data set, its number of images (and how many a measure left out), the decoder and
+    probe settings of these records."""
+    measures = [m for r in recs for m in r["measures"]]
+    n = max((m["n_images"] + m["n_left_out"] for m in measures), default=0)
+    parts = [f"{dataset}, {n} images"]
+    left = sorted({(m["n_images"], m["measure"]) for m in measures if m["n_left_out"]})
+    for scored in sorted({s for s, _ in left}):
+        names = ", ".join(DISPLAY_NAMES.get(x, (x,))[0] for s, x in left if s == scored)
+        parts.append(f"{names} over the {scored} with non-crowd ground truth")
+    text_ = "; ".join(parts) + "."
+    for kind, noun in (("decoder", "Decoder setting"), ("probe", "Probe")):
+        settings = sorted({r["setting"] for r in recs if r["kind"] == kind})
+        if settings:
+            text_ += f" {noun}: {'; '.join(settings)}."
+    return text_
+
+
+def _score_caption(what: str, recs: Sequence[dict], dataset: str, best: str = "best per column in bold") -> str:
+    return f"{what} on {describe_dataset(recs, dataset)} Percent, {INTERVAL_TEXT}; {best}."
+
+
+def _checkpoint_rows(recs: Sequence[dict], index: dict, dataset: str, cols: Sequence[str],
+                     ids: Sequence[str]) -> list[list[Cell]]:
+    """Rows of checkpoint tables: identity cells (`ids` among run, epoch, architecture, checkpoint), then one
+    value [lo, hi] cell per measure column; sorted by run, epoch (None last), checkpoint."""
+    order = sorted({(_run_name(r), r["epoch"] is None, r["epoch"] or 0, r["checkpoint"]) for r in recs})
+    rows = []
+    for run, _, _, ckpt in order:
+        epoch = next(r["epoch"] for r in recs if r["checkpoint"] == ckpt)
+        identity = {"run": run, "epoch": epoch, "architecture": _architecture(recs, ckpt), "checkpoint": ckpt}
+        cells = [text(identity[k]) for k in ids]
+        for col in cols:
+            hit = index.get((ckpt, dataset, col))
+            cells.append(Cell() if hit is None else Cell(hit[1]["value"], hit[1]["ci_low"], hit[1]["ci_high"]))
+        rows.append(cells)
+    return rows
+
+
+def _identity(recs: Sequence[dict], with_run: bool) -> list[str]:
+    ids = (["run"] if with_run else []) + ["epoch"]
+    if any(r.get("architecture") for r in recs):
+        ids.append("architecture")
+    return ids + ["checkpoint"]
+
+
+def checkpoint_tables(records: Sequence[dict]) -> list[Table]:
+    """Per eval data set: every checkpoint as a row, every measure as a column (`checkpoints_{dataset}`)."""
+    evals = [r for r in records if r["role"] == "eval"]
+    columns = _column_names(evals)
+    index = _index_measures(evals, columns)
+    tables = []
+    for dataset in sorted({r["dataset"] for r in evals}):
+        recs = [r for r in evals if r["dataset"] == dataset]
+        cols = sorted({columns[(r["kind"], m["measure"])] for r in recs for m in r["measures"]},
+                      key=_measure_sort_key)
+        ids = _identity(recs, with_run=True)
+        table = Table(f"checkpoints_{dataset}", _score_caption("Every checkpoint", recs, dataset),
+                      [text_column(k) for k in ids] + [measure_column(c) for c in cols])
+        table.rows = _checkpoint_rows(recs, index, dataset, cols, ids)
+        tables.append(table)
+    return tables
+
+
+def run_tables(records: Sequence[dict]) -> list[Table]:
+    """Per run and eval data set (`run-{run}_{dataset}`): rows sorted by epoch (None last), then checkpoint."""
     evals = [r for r in records if r["role"] == "eval"]
     columns = _column_names(evals)
     index = _index_measures(evals, columns)
@@ -145,17 +417,11 @@ def run_tables(records: Sequence[dict]) -> list[tuple[str, list[str], list[list[
             recs = [r for r in evals if _run_name(r) == run and r["dataset"] == dataset]
             cols = sorted({columns[(r["kind"], m["measure"])] for r in recs for m in r["measures"]},
                           key=_measure_sort_key)
-            ckpts = sorted({(r["epoch"] is None, r["epoch"] or 0, r["checkpoint"]) for r in recs})
-            rows = []
-            for *_, ckpt in ckpts:
-                epoch = next(r["epoch"] for r in recs if r["checkpoint"] == ckpt)
-                cells = []
-                for col in cols:
-                    hit = index.get((ckpt, dataset, col))
-                    cells.append("" if hit is None else
-                                 fmt_interval(hit[1]["value"], hit[1]["ci_low"], hit[1]["ci_high"]))
-                rows.append(["" if epoch is None else str(epoch), ckpt, *cells])
-            tables.append((f"run-{run}_{dataset}", ["epoch", "checkpoint", *cols], rows))
+            ids = _identity(recs, with_run=False)
+            table = Table(f"run-{run}_{dataset}", _score_caption(f"Run {run} by epoch", recs, dataset),
+                          [text_column(k) for k in ids] + [measure_column(c) for c in cols])
+            table.rows = _checkpoint_rows(recs, index, dataset, cols, ids)
+            tables.append(table)
     return tables
 
 
@@ -193,8 +459,8 @@ def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int,
 
 
 def compare_tables(records: Sequence[dict], compare_to: str, *, resamples: int,
-                   seed: int) -> list[tuple[str, list[str], list[list[str]]]]:
-    """Per eval data set: every checkpoint minus `compare_to`, paired bootstrap "diff [lo, hi]" per measure."""
+                   seed: int) -> list[Table]:
+    """Per eval data set: every checkpoint minus `compare_to`, paired bootstrap diff [lo, hi] per measure."""
     evals = [r for r in records if r["role"] == "eval"]
     if not any(r["checkpoint"] == compare_to for r in evals):
         raise LedgerError(f"compare_to checkpoint {compare_to!r} has no eval records in the ledger "
@@ -209,27 +475,31 @@ def compare_tables(records: Sequence[dict], compare_to: str, *, resamples: int,
             key=_measure_sort_key,
         )
         recs = [r for r in evals if r["dataset"] == dataset]
-        ckpts = sorted({(_run_name(r), r["epoch"] is None, r["epoch"] or 0, r["checkpoint"]) for r in recs})
-        rows = []
-        for run, _, _, ckpt in ckpts:
-            epoch = next(r["epoch"] for r in recs if r["checkpoint"] == ckpt)
+        ids = _identity(recs, with_run=True)
+        caption = _score_caption(
+            f"Each checkpoint minus {compare_to} (paired bootstrap over the images both scored)", recs, dataset,
+            "largest difference per column in bold")
+        table = Table(f"compare-{compare_to}_{dataset}", caption,
+                      [text_column(k) for k in ids] + [measure_column(c, suffix=f" - {compare_to}")
+                                                       for c in base_cols])
+        for row in _checkpoint_rows(recs, {}, dataset, [], ids):
+            ckpt = row[ids.index("checkpoint")].text
             cells = []
             for col in base_cols:
                 hit = index.get((ckpt, dataset, col))
                 if hit is None:
-                    cells.append("")
+                    cells.append(Cell())
                     continue
                 diff, lo, hi, _ = paired_difference(hit[1], index[(compare_to, dataset, col)][1],
                                                     resamples=resamples, seed=seed)
-                cells.append(fmt_interval(diff, lo, hi))
-            rows.append([run, "" if epoch is None else str(epoch), ckpt, *cells])
-        header = ["run", "epoch", "checkpoint", *[f"{c} - {compare_to}" for c in base_cols]]
-        tables.append((f"compare-{compare_to}_{dataset}", header, rows))
+                cells.append(Cell(diff, lo, hi))
+            table.rows.append(row + cells)
+        tables.append(table)
     return tables
 
 
-def sweep_table(sweep_csv: str | os.PathLike) -> tuple[str, list[str], list[list[str]]]:
-    """The decoder sweep as a table: settings best first (mean Jaccard, then setting name)."""
+def sweep_table(sweep_csv: str | os.PathLike) -> Table:
+    """The decoder sweep as a table: settings best first (mean Jaccard, then setting name); the best in bold."""
     path = Path(sweep_csv)
     try:
         with open(path, newline="", encoding="utf-8") as handle:
@@ -245,38 +515,198 @@ def sweep_table(sweep_csv: str | os.PathLike) -> tuple[str, list[str], list[list
     keys = [c for c in ("checkpoint", "dataset") if c in fieldnames]
 
     def num(entry: dict, col: str, line: int) -> float | None:
-        text = entry[col].strip()
-        if text == "":
+        text_ = entry[col].strip()
+        if text_ == "":
             return None
         try:
-            return float(text)
+            return float(text_)
         except ValueError:
-            raise LedgerError(f"{path}: line {line} column {col}: {text!r} is not a number") from None
+            raise LedgerError(f"{path}: line {line} column {col}: {text_!r} is not a number") from None
 
     parsed = []
     for line, e in enumerate(entries, start=2):
         v, lo, hi = num(e, value_col, line), num(e, "ci_low", line), num(e, "ci_high", line)
         parsed.append(([e[k] for k in keys], e["setting"], v, lo, hi, e.get("n_images", "")))
     parsed.sort(key=lambda p: (p[0], p[2] is None, -(p[2] or 0.0), p[1]))
-    header = [*keys, "setting", "jaccard"] + (["n_images"] if "n_images" in fieldnames else [])
-    rows = [[*k, s, fmt_interval(v, lo, hi)] + ([n] if "n_images" in fieldnames else [])
-            for k, s, v, lo, hi, n in parsed]
-    return "sweep", header, rows
+    where = sorted({" on ".join(k) for k, *_ in parsed if k})
+    n_images = sorted({n for *_, n in parsed if n})
+    caption = (f"Decoder sweep{' (' + '; '.join(where) + ')' if where else ''}"
+               f"{', ' + '/'.join(n_images) + ' images' if n_images else ''}: mean Jaccard of every setting, best "
+               f"first. Percent, {INTERVAL_TEXT}; the best (the selected setting) in bold.")
+    has_n = "n_images" in fieldnames
+    table = Table("sweep", caption, [text_column(k) for k in keys] + [text_column("setting"), measure_column(
+        "jaccard")] + ([text_column("n_images", "images")] if has_n else []))
+    table.rows = [[*(text(x) for x in k), text(s), Cell(v, lo, hi)] + ([text(n)] if has_n else [])
+                  for k, s, v, lo, hi, n in parsed]
+    return table
+
+
+def _records_of(records: Sequence[dict], kind: str, field_name: str) -> dict[str, list[dict]]:
+    """Eval records of `kind` holding `field_name`, grouped by data set, sorted by checkpoint."""
+    out: dict[str, list[dict]] = {}
+    for rec in sorted(records, key=lambda r: r["checkpoint"]):
+        if rec["role"] == "eval" and rec["kind"] == kind and rec.get(field_name) is not None:
+            out.setdefault(rec["dataset"], []).append(rec)
+    return out
+
+
+def _measure(rec: dict, name: str) -> dict | None:
+    return next((m for m in rec["measures"] if m["measure"] == name), None)
+
+
+def category_tables(records: Sequence[dict], *, resamples: int, seed: int) -> list[Table]:
+    """Per eval data set: decoder Jaccard per category (rows, by name) for every checkpoint (columns)."""
+    tables = []
+    for dataset, recs in sorted(_records_of(records, "decoder", "image_categories").items()):
+        per: dict[str, dict[str, dict]] = {}
+        for rec in recs:
+            jac = _measure(rec, "jaccard")
+            if jac is None:
+                continue
+            for entry in per_category_from_record(rec, jac, resamples=resamples, seed=seed):
+                per.setdefault(entry["category"], {})[rec["checkpoint"]] = entry
+        ckpts = [r["checkpoint"] for r in recs]
+        caption = (f"Decoder Jaccard per category on {describe_dataset(recs, dataset)} An image counts for every "
+                   f"category with a non-crowd instance in it. Percent, {INTERVAL_TEXT}; best checkpoint per "
+                   "category in bold.")
+        table = Table(f"categories_{dataset}", caption,
+                      [text_column("category"), text_column("n_images", "images")]
+                      + [Column(c, c, latex_escape(c), numeric=True, best=True) for c in ckpts], best_by="row")
+        for name in sorted(per):
+            entries = per[name]
+            n = next(iter(entries.values()))["n_images"]
+            table.rows.append([text(name), text(n)] + [
+                Cell(*(None if entries.get(c) is None or entries[c][k] is None else entries[c][k]
+                       for k in ("value", "ci_low", "ci_high"))) for c in ckpts])
+        tables.append(table)
+    return tables
+
+
+def per_category_from_record(rec: dict, jaccard: dict, *, resamples: int, seed: int) -> list[dict]:
+    """`evaluate.scores.per_category_mean` of a decoder record's Jaccard, in percent (None where undefined)."""
+    from evaluate.scores import per_category_mean  # noqa: PLC0415
+
+    out = per_category_mean(jaccard["image_ids"], jaccard["per_image"], rec["image_categories"],
+                            resamples=resamples, seed=seed)
+    return [{**e, **{k: _percent(e[k]) for k in ("value", "ci_low", "ci_high")}} for e in out]
+
+
+def probe_class_tables(records: Sequence[dict], *, resamples: int, seed: int) -> list[Table]:
+    """Per eval data set: probe IoU per class (rows, in label order) for every checkpoint (columns)."""
+    from evaluate.probe import per_class_iou  # noqa: PLC0415
+
+    tables = []
+    for dataset, recs in sorted(_records_of(records, "probe", "class_names").items()):
+        names = recs[0]["class_names"]
+        per: dict[str, list[dict]] = {}
+        for rec in recs:
+            miou = _measure(rec, "probe_miou")
+            if rec["class_names"] != names:
+                raise LedgerError(f"probe records on {dataset} name their classes differently ({rec['checkpoint']} "
+                                  f"vs {recs[0]['checkpoint']}); per-class tables need one class list")
+            if miou is not None:
+                per[rec["checkpoint"]] = per_class_iou(miou["per_image"], len(names), resamples=resamples,
+                                                       seed=seed)
+        ckpts = list(per)
+        caption = (f"Probe IoU per class on {describe_dataset(recs, dataset)} Images: those whose labels hold the "
+                   f"class. Percent, {INTERVAL_TEXT}; best checkpoint per class in bold.")
+        table = Table(f"probe-classes_{dataset}", caption,
+                      [text_column("class"), text_column("n_images", "images")]
+                      + [Column(c, c, latex_escape(c), numeric=True, best=True) for c in ckpts], best_by="row")
+        for label, name in enumerate(names):
+            first = per[ckpts[0]][label] if ckpts else {"n_images": ""}
+            table.rows.append([text(name), text(first["n_images"])] + [
+                Cell(*(None if per[c][label][k] is None else _percent(per[c][label][k])
+                       for k in ("value", "ci_low", "ci_high"))) for c in ckpts])
+        tables.append(table)
+    return tables
+
+
+def gallery_picks(rec: dict, n: int) -> tuple[list[int], list[int]]:
+    """(worst, best) image ids of a decoder record by per-image Jaccard (`evaluate.scores.extremes`)."""
+    from evaluate.scores import extremes  # noqa: PLC0415
+
+    jac = _measure(rec, "jaccard")
+    if jac is None or not jac["image_ids"]:
+        return [], []
+    return extremes(jac["image_ids"], jac["per_image"], n)
+
+
+def gallery_tables(records: Sequence[dict], n: int) -> list[Table]:
+    """Per eval data set: each checkpoint's `n` worst then `n` best images by Jaccard, with their categories."""
+    groups: dict[str, list[dict]] = {}
+    for rec in sorted(records, key=lambda r: r["checkpoint"]):
+        if rec["role"] == "eval" and rec["kind"] == "decoder" and _measure(rec, "jaccard") is not None:
+            groups.setdefault(rec["dataset"], []).append(rec)
+    tables = []
+    for dataset, recs in sorted(groups.items()):
+        caption = (f"The {n} worst and {n} best images by decoder Jaccard for each checkpoint on "
+                   f"{describe_dataset(recs, dataset)} Per-image Jaccard in percent; ties go to the lower image id.")
+        table = Table(f"gallery_{dataset}", caption,
+                      [text_column("checkpoint"), text_column("end"), text_column("rank"),
+                       text_column("image_id", "image"), measure_column("jaccard", best=False),
+                       text_column("categories")])
+        for rec in recs:
+            jac = _measure(rec, "jaccard")
+            value = {int(i): float(v) for i, v in zip(jac["image_ids"], jac["per_image"])}
+            cats = {int(i): names for i, names in rec.get("image_categories") or []}
+            worst, best = gallery_picks(rec, n)
+            for end, ids in (("worst", worst), ("best", best)):
+                for rank, image_id in enumerate(ids, start=1):
+                    table.rows.append([text(rec["checkpoint"]), text(end), text(rank), text(image_id),
+                                       Cell(PERCENT * value[image_id]), text(", ".join(cats.get(image_id, [])))])
+        tables.append(table)
+    return tables
+
+
+def agreement_tables(records: Sequence[dict], *, resamples: int, seed: int) -> list[Table]:
+    """Per eval data set: Kendall's tau of the checkpoints' rankings for every pair of measures."""
+    from evaluate.agreement import rank_agreement  # noqa: PLC0415
+
+    evals = [r for r in records if r["role"] == "eval"]
+    tables = []
+    for dataset in sorted({r["dataset"] for r in evals}):
+        order, measures = eval_measures(records, dataset)
+        recs = [r for r in evals if r["dataset"] == dataset]
+        caption = (f"Rank agreement on {describe_dataset(recs, dataset)} Kendall's tau-b between the checkpoints' "
+                   "rankings under two measures, [95% bootstrap interval] from resampling the images both measures "
+                   "scored for every checkpoint (the same draws for all checkpoints); AP, AP50 and AR@10 have no "
+                   "per-image statistics, so their pairs show tau without an interval.")
+        table = Table(f"agreement_{dataset}", caption,
+                      [text_column("measure_a", "measure a"), text_column("measure_b", "measure b"),
+                         text_column("n_checkpoints", "checkpoints"), text_column("n_images", "images"),
+                         Column("kendall_tau", "Kendall tau", "Kendall $\\tau$", numeric=True, digits=TAU_DIGITS)])
+        for entry in rank_agreement(measures, order, resamples=resamples, seed=seed):
+            table.rows.append([
+                *(Cell(text=measure_column(entry[k]).plain, latex=measure_column(entry[k]).latex)
+                  for k in ("measure_a", "measure_b")),
+                text(len(entry["checkpoints"])), text(entry["n_images"]),
+                Cell(entry["tau"], entry["ci_low"], entry["ci_high"]),
+            ])
+        tables.append(table)
+    return tables
 
 
 def build_tables(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, compare_to: str | None, *,
-                 resamples: int, seed: int, sweep_csv: str | os.PathLike | None = None) -> list[Path]:
+                 resamples: int, seed: int, sweep_csv: str | os.PathLike | None = None,
+                 gallery_images: int | None = None) -> list[Path]:
     """Every table from `{ledger_dir}/records` (and the sweep CSV when given) into `out_dir`; return the files.
 
-    resamples, seed: the run's bootstrap (config.yaml `bootstrap`), for the paired differences.
+    resamples, seed: the run's bootstrap (config.yaml `bootstrap`) for every interval drawn here;
+    `gallery_images`: images at each end of the gallery table (None: no gallery table).
     """
+    boot = {"resamples": resamples, "seed": seed}
     records = read_records(Path(ledger_dir) / "records")
-    tables = run_tables(records)
+    tables = checkpoint_tables(records) + run_tables(records)
     if compare_to is not None:
-        tables += compare_tables(records, compare_to, resamples=resamples, seed=seed)
+        tables += compare_tables(records, compare_to, **boot)
     if sweep_csv is not None:
         tables.append(sweep_table(sweep_csv))
+    tables += category_tables(records, **boot) + probe_class_tables(records, **boot)
+    if gallery_images is not None:
+        tables += gallery_tables(records, int(gallery_images))
+    tables += agreement_tables(records, **boot)
     files: list[Path] = []
-    for stem, header, rows in tables:
-        files += write_table(out_dir, stem, header, rows)
+    for table in tables:
+        files += write_table(out_dir, table)
     return files

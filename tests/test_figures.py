@@ -10,7 +10,19 @@ import pytest
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from evaluate.figures import FigureError, eigenvector_figure, mask_overlays, measure_figures, overlay_masks
+from evaluate.figures import (
+    ALPHA,
+    PREDICTION_COLOUR,
+    TRUTH_COLOUR,
+    FigureError,
+    agreement_scatter,
+    eigenvector_figure,
+    gallery_figure,
+    mask_overlays,
+    measure_figures,
+    overlay_masks,
+    sweep_heatmap,
+)
 from evaluate.ledger.records import record_path, write_record
 
 
@@ -85,9 +97,11 @@ def test_mask_overlays_grid_size_and_determinism(tmp_path):
     out1 = mask_overlays(tmp_path / "images", ann, results, tmp_path / "o1.png", k=3)
     out2 = mask_overlays(tmp_path / "images", ann, results, tmp_path / "o2.png", k=3)
     size, text = png_size_and_text(out1)
-    assert size == (600, 400)  # 3 columns x 2 rows of 2-inch tiles at 100 dpi
+    assert size == (600, 460)  # 3 columns x 2 rows of 2-inch tiles at 100 dpi, and 0.6 inch of legend
     assert "Software" not in text
     assert out1.read_bytes() == out2.read_bytes()
+    pdf1, pdf2 = out1.with_suffix(".pdf").read_bytes(), out2.with_suffix(".pdf").read_bytes()
+    assert pdf1.startswith(b"%PDF") and pdf1 == pdf2 and b"CreationDate" not in pdf1
     (tmp_path / "bad.json").write_text(json.dumps([{"image_id": 10, "segmentation": {"size": [1]}}]))
     with pytest.raises(FigureError, match="bad.json: image 10"):
         mask_overlays(tmp_path / "images", ann, {"bad": tmp_path / "bad.json"}, tmp_path / "o3.png", k=3)
@@ -117,3 +131,65 @@ def test_eigenvector_figure_size_and_determinism(tmp_path):
     assert a.read_bytes() == b.read_bytes()
     with pytest.raises(FigureError, match="must be 2-D"):
         eigenvector_figure(tmp_path / "img.png", vec.ravel(), tmp_path / "c.png")
+
+
+def colours(path: Path) -> set[tuple[int, int, int]]:
+    with Image.open(path) as im:
+        return {tuple(c) for c in np.asarray(im.convert("RGB")).reshape(-1, 3).tolist()}
+
+
+def test_overlay_shows_the_truth_as_an_outline_and_the_prediction_filled(tmp_path):
+    (tmp_path / "images").mkdir()
+    Image.fromarray(np.full((40, 40, 3), 100, np.uint8)).save(tmp_path / "images" / "1.png")
+    truth = np.zeros((40, 40), bool)
+    truth[10:30, 10:30] = True
+    ann = {"images": [{"id": 1, "file_name": "1.png", "height": 40, "width": 40}],
+           "categories": [{"id": 1, "name": "x"}],
+           "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "segmentation": rle(truth), "iscrowd": 0,
+                            "area": 400.0, "bbox": [10.0, 10.0, 20.0, 20.0]}]}
+    (tmp_path / "ann.json").write_text(json.dumps(ann))
+    pred = np.zeros((40, 40), bool)
+    pred[:, :20] = True
+    (tmp_path / "r.json").write_text(json.dumps([{"image_id": 1, "category_id": 1, "score": 1.0,
+                                                   "segmentation": rle(pred)}]))
+    out = mask_overlays(tmp_path / "images", tmp_path / "ann.json", {"ck": tmp_path / "r.json"},
+                        tmp_path / "o.png", k=1, jaccard={"ck": {1: 33.3}})
+    seen = colours(out)
+    filled = tuple(int(v) for v in np.rint((1 - ALPHA) * 100 + ALPHA * 255 * np.asarray(PREDICTION_COLOUR)))
+    assert filled in seen  # the prediction, blended over the grey image
+    assert (100, 100, 100) in seen  # the image outside the prediction
+    assert tuple(int(round(255 * c)) for c in TRUTH_COLOUR) in seen  # the truth's outline
+    worst_best = gallery_figure(tmp_path / "images", tmp_path / "ann.json", tmp_path / "r.json", [1], [1],
+                                {1: 33.3}, tmp_path / "g.png", "ck")
+    assert png_size_and_text(worst_best)[0] == (200, 460) and worst_best.with_suffix(".pdf").is_file()
+
+
+SWEEP = (
+    "setting,value,ci_low,ci_high,n_images,dataset,tau,eps,foreground,split,component\n"
+    "a,10.0,9,11,5,sel,0.1,1e-05,seed,mean,seed\n"
+    "b,30.0,29,31,5,sel,0.2,1e-05,seed,mean,seed\n"
+    "c,20.0,19,21,5,sel,0.1,1e-05,seed,mean,all\n"
+    "d,25.0,24,26,5,sel,0.2,1e-05,seed,mean,all\n"
+)
+
+
+def test_sweep_heatmap_is_deterministic_and_needs_the_selected_setting(tmp_path):
+    (tmp_path / "sweep.csv").write_text(SWEEP)
+    a = sweep_heatmap(tmp_path / "sweep.csv", "b", tmp_path / "a.png")
+    b = sweep_heatmap(tmp_path / "sweep.csv", "b", tmp_path / "b.png")
+    assert a.read_bytes() == b.read_bytes()
+    assert a.with_suffix(".pdf").read_bytes() == b.with_suffix(".pdf").read_bytes()
+    assert colours(a) != colours(sweep_heatmap(tmp_path / "sweep.csv", "c", tmp_path / "c.png"))  # the mark moved
+    with pytest.raises(FigureError, match="sweep.csv: the selected setting 'zz'"):
+        sweep_heatmap(tmp_path / "sweep.csv", "zz", tmp_path / "z.png")
+
+
+def test_agreement_scatter_is_deterministic(tmp_path):
+    def m(v):
+        return {"value": v, "ci_low": v - 1, "ci_high": v + 1}
+
+    a, b = {"x": m(10.0), "y": m(20.0)}, {"x": m(50.0), "y": m(40.0)}
+    entry = {"checkpoints": ["x", "y"], "tau": -1.0, "ci_low": -1.0, "ci_high": 1.0}
+    one = agreement_scatter(a, b, entry, ("Jaccard", "probe mIoU"), "val", tmp_path / "s1.png")
+    two = agreement_scatter(a, b, entry, ("Jaccard", "probe mIoU"), "val", tmp_path / "s2.png")
+    assert png_size_and_text(one)[0] == (640, 400) and one.read_bytes() == two.read_bytes()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +14,10 @@ import pytest
 from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records, record_path, write_record
 from evaluate.tables import (
+    Cell,
+    Column,
+    Table,
+    bold_cells,
     build_tables,
     compare_tables,
     fmt_interval,
@@ -17,9 +25,12 @@ from evaluate.tables import (
     paired_difference,
     run_tables,
     sweep_table,
+    to_csv,
     to_latex,
     to_markdown,
 )
+
+DATA = Path(__file__).parent / "data"
 
 
 def measure(name, value, lo, hi, reducer, image_ids, per_image, n_left_out=0):
@@ -27,39 +38,41 @@ def measure(name, value, lo, hi, reducer, image_ids, per_image, n_left_out=0):
             "n_left_out": n_left_out, "reducer": reducer, "image_ids": image_ids, "per_image": per_image}
 
 
-def record(kind, checkpoint, run, epoch, dataset, role, measures):
+def record(kind, checkpoint, run, epoch, dataset, role, measures, setting="c1-t0.2", **extra):
     return {
         "kind": kind, "checkpoint": checkpoint, "run": run, "epoch": epoch, "checkpoint_sha256": "c" * 64,
-        "dataset": dataset, "role": role, "setting": "c1-t0.2", "code_version": "x", "config_hash": "f" * 16,
+        "dataset": dataset, "role": role, "setting": setting, "code_version": "x", "config_hash": "f" * 16,
         "torch_version": "2.13.0", "started": "2026-01-01T00:00:00.000000Z",
         "finished": "2026-01-01T00:00:01.000000Z", "wall_s": 1.0, "max_rss_mb": 1.0,
-        "opening_row_sha256": "0" * 64, "measures": measures,
+        "opening_row_sha256": "0" * 64, "measures": measures, **extra,
     }
 
 
 BASE_J = [0.3, 0.4, 0.5]  # images 1, 2, 3
+PROBE_SETTING = "linear,wd=0.0001,it=100"
 
 
 def write_ledger(ledger: Path) -> None:
-    """Two epochs of run dino, one reference checkpoint, a probe record and a select record (not in tables)."""
+    """Two epochs of run dino (architecture vit-s16), one reference checkpoint without an architecture field, a
+    probe record and a select record (not in tables)."""
     recs = [
         record("decoder", "dino-ep0010", "dino", 10, "val", "eval", [
             measure("jaccard", 40.0, 38.0, 42.0, "mean", [1, 2, 3], BASE_J),
             measure("ap", 12.5, None, None, None, [1, 2, 3], []),
-        ]),
+        ], architecture="vit-s16"),
         # the same images in another order, every image 10 points better
         record("decoder", "dino-ep0020", "dino", 20, "val", "eval", [
             measure("jaccard", 50.0, 48.0, 52.0, "mean", [3, 1, 2], [0.6, 0.4, 0.5]),
             measure("ap", 12.5, None, None, None, [1, 2, 3], []),
-        ]),
+        ], architecture="vit-s16"),
         # image 3 left out, image 4 extra: paired over images 1 and 2 only, each 10 points worse
         record("decoder", "ref", None, None, "val", "eval", [
             measure("jaccard", 30.0, 28.0, 32.0, "mean", [1, 2, 4], [0.2, 0.3, 0.99]),
             measure("ap", 12.5, None, None, None, [1, 2, 4], []),
         ]),
         record("probe", "dino-ep0010", "dino", 10, "val", "eval", [
-            measure("patch_accuracy", 71.25, 70.0, 72.5, "ratio", [1, 2], [[50, 70], [64, 90]]),
-        ]),
+            measure("probe_accuracy", 71.5, 70.0, 72.5, "ratio", [1, 2], [[50, 70], [64, 90]]),
+        ], setting=PROBE_SETTING, architecture="vit-s16"),
         record("decoder", "dino-ep0010", "dino", 10, "sel", "select", [
             measure("jaccard", 1.0, 0.0, 2.0, "mean", [7], [0.01]),
         ]),
@@ -68,59 +81,81 @@ def write_ledger(ledger: Path) -> None:
         write_record(record_path(ledger, f"{rec['kind']}-{rec['role']}", rec["checkpoint"], rec["dataset"]), rec)
 
 
-RUN_DINO_CSV = (
-    "epoch,checkpoint,jaccard,ap,patch_accuracy\n"
-    '10,dino-ep0010,"40.00 [38.00, 42.00]",12.50,"71.25 [70.00, 72.50]"\n'
-    '20,dino-ep0020,"50.00 [48.00, 52.00]",12.50,\n'
+CAPTION_TAIL = ("val, 3 images. Decoder setting: c1-t0.2. Probe: linear,wd=0.0001,it=100. Percent, value [95% "
+                "bootstrap interval over images]; best per column in bold.")
+CHECKPOINTS_CSV = (
+    "run,epoch,architecture,checkpoint,jaccard,jaccard_ci_low,jaccard_ci_high,ap,probe_accuracy,"
+    "probe_accuracy_ci_low,probe_accuracy_ci_high\n"
+    "dino,10,vit-s16,dino-ep0010,40.0,38.0,42.0,12.5,71.5,70.0,72.5\n"
+    "dino,20,vit-s16,dino-ep0020,50.0,48.0,52.0,12.5,,,\n"
+    "ref,,,ref,30.0,28.0,32.0,12.5,,,\n"
+)
+CHECKPOINTS_MD = (
+    f"Every checkpoint on {CAPTION_TAIL}\n"
+    "\n"
+    "| run | epoch | architecture | checkpoint | Jaccard | AP | probe accuracy |\n"
+    "|---|---|---|---|---:|---:|---:|\n"
+    "| dino | 10 | vit-s16 | dino-ep0010 | 40.0 [38.0, 42.0] | **12.5** | 71.5 [70.0, 72.5] |\n"
+    "| dino | 20 | vit-s16 | dino-ep0020 | **50.0** [48.0, 52.0] | **12.5** |  |\n"
+    "| ref |  |  | ref | 30.0 [28.0, 32.0] | **12.5** |  |\n"
 )
 RUN_REF_CSV = (
-    "epoch,checkpoint,jaccard,ap\n"
-    ',ref,"30.00 [28.00, 32.00]",12.50\n'
+    "epoch,checkpoint,jaccard,jaccard_ci_low,jaccard_ci_high,ap\n"
+    ",ref,30.0,28.0,32.0,12.5\n"
 )
-RUN_DINO_MD = (
-    "| epoch | checkpoint | jaccard | ap | patch_accuracy |\n"
-    "|---|---|---|---|---|\n"
-    "| 10 | dino-ep0010 | 40.00 [38.00, 42.00] | 12.50 | 71.25 [70.00, 72.50] |\n"
-    "| 20 | dino-ep0020 | 50.00 [48.00, 52.00] | 12.50 |  |\n"
-)
-RUN_DINO_TEX = (
-    "\\begin{tabular}{lrrrr}\n"
-    "\\hline\n"
-    "epoch & checkpoint & jaccard & ap & patch\\_accuracy \\\\\n"
-    "\\hline\n"
-    "10 & dino-ep0010 & 40.00 [38.00, 42.00] & 12.50 & 71.25 [70.00, 72.50] \\\\\n"
-    "20 & dino-ep0020 & 50.00 [48.00, 52.00] & 12.50 &  \\\\\n"
-    "\\hline\n"
-    "\\end{tabular}\n"
-)
-COMPARE_CSV = (
-    "run,epoch,checkpoint,jaccard - dino-ep0010,patch_accuracy - dino-ep0010\n"
-    'dino,10,dino-ep0010,"0.00 [0.00, 0.00]","0.00 [0.00, 0.00]"\n'
-    'dino,20,dino-ep0020,"10.00 [10.00, 10.00]",\n'
-    'ref,,ref,"-10.00 [-10.00, -10.00]",\n'
-)
+COMPARE_HEADER = [
+    "run", "epoch", "architecture", "checkpoint", "jaccard - dino-ep0010", "jaccard - dino-ep0010_ci_low",
+    "jaccard - dino-ep0010_ci_high", "probe_accuracy - dino-ep0010", "probe_accuracy - dino-ep0010_ci_low",
+    "probe_accuracy - dino-ep0010_ci_high",
+]
+COMPARE_ROWS = [  # full precision: every image of ep0020 is 10 points better, ref's two paired images 10 worse
+    ["dino", "10", "vit-s16", "dino-ep0010", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    ["dino", "20", "vit-s16", "dino-ep0020", 10.0, 10.0, 10.0, "", "", ""],
+    ["ref", "", "", "ref", -10.0, -10.0, -10.0, "", "", ""],
+]
 SWEEP_IN = (
     "setting,value,ci_low,ci_high,n_images\n"
     "c0-t0.2,30.5,28.25,32.75,79\n"
     "c1-t0.2,33.04,31.0,35.1,79\n"
     "c1-t0.3,33.04,30.0,36.0,79\n"
 )
-SWEEP_CSV = (
-    "setting,jaccard,n_images\n"
-    'c1-t0.2,"33.04 [31.00, 35.10]",79\n'
-    'c1-t0.3,"33.04 [30.00, 36.00]",79\n'
-    'c0-t0.2,"30.50 [28.25, 32.75]",79\n'
+SWEEP_MD = (
+    "Decoder sweep, 79 images: mean Jaccard of every setting, best first. Percent, value [95% bootstrap interval "
+    "over images]; the best (the selected setting) in bold.\n"
+    "\n"
+    "| setting | Jaccard | images |\n"
+    "|---|---:|---|\n"
+    "| c1-t0.2 | **33.0** [31.0, 35.1] | 79 |\n"
+    "| c1-t0.3 | **33.0** [30.0, 36.0] | 79 |\n"
+    "| c0-t0.2 | 30.5 [28.2, 32.8] | 79 |\n"
 )
 
 
 def test_formatting_rules():
-    assert fmt_interval(33.044, 31.0, 35.096) == "33.04 [31.00, 35.10]"
-    assert fmt_interval(-0.001, -0.004, 0.0) == "0.00 [0.00, 0.00]"
-    assert fmt_interval(12.5, None, None) == "12.50"
+    assert fmt_interval(33.044, 31.0, 35.096) == "33.0 [31.0, 35.1]"
+    assert fmt_interval(33.044, 31.0, 35.096, digits=2) == "33.04 [31.00, 35.10]"
+    assert fmt_interval(-0.001, -0.004, 0.0) == "0.0 [0.0, 0.0]"
+    assert fmt_interval(12.5, None, None) == "12.5"
     assert fmt_interval(None, None, None) == ""
     assert latex_escape("a_b & 5% #1") == "a\\_b \\& 5\\% \\#1"
-    assert to_markdown(["a|b"], [["1"]]) == "| a\\|b |\n|---|\n| 1 |\n"
-    assert to_latex(["x_1", "y"], [["50%", "a&b"]]).splitlines()[4] == "50\\% & a\\&b \\\\"
+    table = Table("t", "cap_1", [Column("a|b", "a|b", "a", numeric=False), Column("x_1", "x_1", "x\\_1", True)],
+                  [[Cell(text="50%"), Cell(-10.0, -12.25, 3.0)]])
+    assert to_markdown(table) == "cap_1\n\n| a\\|b | x_1 |\n|---|---:|\n| 50% | -10.0 [-12.2, 3.0] |\n"
+    assert "50\\% & $-$10.0 {\\scriptsize [$-$12.2, 3.0]} \\\\" in to_latex(table).splitlines()
+    assert "\\caption{cap\\_1}" in to_latex(table)
+    assert to_csv(table) == "a|b,x_1,x_1_ci_low,x_1_ci_high\n50%,-10.0,-12.25,3.0\n"
+
+
+def test_best_is_bold_by_the_number_ties_share_it_and_a_lone_value_is_not_bold():
+    cols = [Column("a", "a", "a", True, best=True), Column("b", "b", "b", True, best=True),
+            Column("c", "c", "c", True, best=False)]
+    # 33.04 and 33.0449 both show as 33.0, but only the larger number is the best
+    rows = [[Cell(33.04), Cell(5.0), Cell(9.0)], [Cell(33.0449), Cell(), Cell(1.0)], [Cell(7.0), Cell(), Cell(3.0)]]
+    assert bold_cells(Table("t", "", cols, rows)) == {(1, 0)}
+    rows[2][0] = Cell(33.0449)
+    assert bold_cells(Table("t", "", cols, rows)) == {(1, 0), (2, 0)}
+    # by row: the best of the `best` columns in each row
+    assert bold_cells(Table("t", "", cols, rows, best_by="row")) == {(0, 0)}
 
 
 def test_tables_rebuilt_from_hand_made_records_equal_hand_computed_tables(tmp_path):
@@ -129,20 +164,40 @@ def test_tables_rebuilt_from_hand_made_records_equal_hand_computed_tables(tmp_pa
     out = tmp_path / "tables"
     files = build_tables(tmp_path / "ledger", out, compare_to="dino-ep0010", sweep_csv=tmp_path / "sweep.csv",
                          resamples=200, seed=0)
-    assert sorted(p.name for p in files) == sorted(
-        f"{stem}.{ext}" for stem in ("run-dino_val", "run-ref_val", "compare-dino-ep0010_val", "sweep")
-        for ext in ("csv", "md", "tex"))
-    assert (out / "run-dino_val.csv").read_text() == RUN_DINO_CSV
+    stems = ("checkpoints_val", "run-dino_val", "run-ref_val", "compare-dino-ep0010_val", "sweep", "agreement_val")
+    assert sorted(p.name for p in files) == sorted(f"{s}.{e}" for s in stems for e in ("csv", "md", "tex", "html"))
+    assert (out / "checkpoints_val.csv").read_text() == CHECKPOINTS_CSV
+    assert (out / "checkpoints_val.md").read_text() == CHECKPOINTS_MD
+    assert (out / "checkpoints_val.tex").read_text() == (DATA / "checkpoints_val.tex").read_text()
     assert (out / "run-ref_val.csv").read_text() == RUN_REF_CSV
-    assert (out / "run-dino_val.md").read_text() == RUN_DINO_MD
-    assert (out / "run-dino_val.tex").read_text() == RUN_DINO_TEX
-    assert (out / "compare-dino-ep0010_val.csv").read_text() == COMPARE_CSV
-    assert (out / "sweep.csv").read_text() == SWEEP_CSV
+    header, *rows = list(csv.reader(io.StringIO((out / "compare-dino-ep0010_val.csv").read_text())))
+    assert header == COMPARE_HEADER
+    assert [[float(c) if isinstance(w, float) else c for c, w in zip(row, want)] for row, want in
+            zip(rows, COMPARE_ROWS)] == [[pytest.approx(w, abs=1e-12) if isinstance(w, float) else w for w in want]
+                                         for want in COMPARE_ROWS]
+    assert (out / "sweep.md").read_text() == SWEEP_MD
+    assert "ref &  &  & ref & $-$10.0 {\\scriptsize [$-$10.0, $-$10.0]} &  \\\\" in (
+        out / "compare-dino-ep0010_val.tex").read_text()
+    html = (out / "checkpoints_val.html").read_text()
+    assert '<td class="num"><strong>50.0</strong> [48.0, 52.0]</td>' in html and "<caption>Every checkpoint" in html
     # rebuilding gives the same bytes
     before = {p.name: p.read_bytes() for p in files}
     again = build_tables(tmp_path / "ledger", out, compare_to="dino-ep0010", sweep_csv=tmp_path / "sweep.csv",
                          resamples=200, seed=0)
     assert {p.name: p.read_bytes() for p in again} == before
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex absent (Debian: texlive-latex-base, "
+                    "texlive-latex-recommended for booktabs.sty)")
+def test_latex_table_compiles_with_booktabs(tmp_path):
+    (tmp_path / "table.tex").write_text((DATA / "checkpoints_val.tex").read_text())
+    (tmp_path / "doc.tex").write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+                                      "\\input{table.tex}\n\\end{document}\n")
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert (tmp_path / "doc.pdf").stat().st_size > 1000
+    assert "Undefined control sequence" not in proc.stdout
 
 
 def test_paired_difference_of_identical_checkpoints_is_exactly_zero():
@@ -178,8 +233,9 @@ def test_paired_difference_matches_an_independent_paired_bootstrap():
 def test_compare_tables_only_pair_measures_with_a_reducer(tmp_path):
     write_ledger(tmp_path)
     records = read_records(tmp_path / "records")
-    (stem, header, rows), = compare_tables(records, "dino-ep0010", resamples=100, seed=0)
-    assert stem == "compare-dino-ep0010_val" and not any(h.startswith("ap ") for h in header)
+    (table,) = compare_tables(records, "dino-ep0010", resamples=100, seed=0)
+    assert table.stem == "compare-dino-ep0010_val"
+    assert [c.key for c in table.columns if c.numeric] == ["jaccard - dino-ep0010", "probe_accuracy - dino-ep0010"]
     with pytest.raises(LedgerError, match="compare_to checkpoint 'nope'"):
         compare_tables(records, "nope", resamples=100, seed=0)
 

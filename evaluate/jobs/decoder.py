@@ -123,6 +123,7 @@ def score_decoder(smk: Any) -> None:
     from evaluate.datasets import CocoDataset
     from evaluate.jobs.labels import score_eval_set
     from evaluate.measures import decoder_measures
+    from evaluate.scores import image_categories
 
     setting = yaml.safe_load(selected_file.read_text())["name"]
     results = read_json(masks)
@@ -130,7 +131,8 @@ def score_decoder(smk: Any) -> None:
     measures = score_eval_set(
         config, dataset=dataset, dataset_name=dataset_name, checkpoint=checkpoint, checkpoint_file=checkpoint_file,
         kind="decoder", purpose="eval", setting=setting, n_images=len(dataset.image_ids), out_record=out_record,
-        score=lambda: decoder_measures(dataset, results, resamples=resamples, seed=seed),
+        score=lambda: (decoder_measures(dataset, results, resamples=resamples, seed=seed),
+                       {"image_categories": image_categories(dataset)}),
     )
     log.info("%s on %s: Jaccard %.2f, AP %.2f, CorLoc %.2f", checkpoint["name"], dataset_name,
              measures[0]["value"], measures[2]["value"], measures[1]["value"])

@@ -43,9 +43,10 @@ def record_identity(config: dict, checkpoint: dict, checkpoint_file: str, datase
 
 def score_eval_set(config: dict, *, dataset: Any, dataset_name: str, checkpoint: dict, checkpoint_file: str,
                    kind: str, purpose: str, setting: str, n_images: int, out_record: str | os.PathLike,
-                   score: Callable[[], list[dict]], extra: dict | None = None) -> list[dict]:
+                   score: Callable[[], tuple[list[dict], dict]]) -> list[dict]:
     """Score a checkpoint on an eval data set, on the record: open its labels once, run `score` (-> the record's
-    measures), write the ledger record (kind decoder or probe) with the opening's row hash; return the measures."""
+    measures and any further record fields drawn from the labels, e.g. each image's categories), write the ledger
+    record (kind decoder or probe) with the opening's row hash; return the measures."""
     from evaluate.ledger.records import make_record, write_record
     from evaluate.provenance import sha256_json
 
@@ -53,9 +54,9 @@ def score_eval_set(config: dict, *, dataset: Any, dataset_name: str, checkpoint:
     identity = record_identity(config, checkpoint, checkpoint_file, dataset_name, "eval")
     with open_labels(config, dataset, dataset_name, role="eval", purpose=purpose, checkpoint=checkpoint["name"],
                      setting=setting, n_images=n_images) as labels:
-        measures = score()
+        measures, fields = score()
         labels.result_sha256 = sha256_json(measures)
     record = make_record(kind=kind, setting=setting, opening_row_sha256=labels.row_sha256, measures=measures,
                          started=started, **identity)
-    write_record(out_record, {**record, **(extra or {})}, replace=True)
+    write_record(out_record, {**record, **fields}, replace=True)
     return measures

@@ -21,44 +21,46 @@ def scores(smk: Any) -> None:
 
 
 def tables(smk: Any) -> None:
-    """Result tables (CSV, Markdown, LaTeX) from the records and the sweep table."""
+    """Result tables (CSV, Markdown, LaTeX, HTML fragments) from the records and the sweep table."""
     ledger_dir = Path(smk.input.scores).parent
     sweep_csv = Path(smk.input.sweep) if smk.input.get("sweep") else None
     compare_to: str | None = smk.params.compare_to
+    gallery_images = int(smk.params.gallery_images)
     resamples, seed = int(smk.params.bootstrap["resamples"]), int(smk.params.bootstrap["seed"])
     out_dir = Path(smk.output[0])
 
     from evaluate.tables import build_tables
 
-    files = build_tables(ledger_dir, out_dir, compare_to, resamples=resamples, seed=seed, sweep_csv=sweep_csv)
+    files = build_tables(ledger_dir, out_dir, compare_to, resamples=resamples, seed=seed, sweep_csv=sweep_csv,
+                         gallery_images=gallery_images)
     log.info("wrote %d table files", len(files))
 
 
 def figures(smk: Any) -> None:
-    """Measures against epoch (from the records), mask overlays per checkpoint, one image's eigenvector map."""
+    """Figures from the records (measures, overlays, galleries, sweep heatmap, agreement), one eigenvector map."""
     ledger_dir = Path(smk.input.scores).parent
     masks = [str(p) for p in smk.input.get("masks", [])]
     keys480 = [str(p) for p in smk.input.get("keys480", [])]
     manifest_file = smk.input.get("manifest")
     selected = smk.input.get("selected")
+    sweep_csv = smk.input.get("sweep")
     figure_config: dict = smk.params.figures
+    resamples, seed = int(smk.params.bootstrap["resamples"]), int(smk.params.bootstrap["seed"])
     dataset: dict | None = smk.params.dataset
     checkpoints: list[str] = list(smk.params.checkpoints)
     reference: str = smk.params.reference
     out = Path(smk.output[0])
 
-    from evaluate.figures import eigenvector_figure, eigenvector_of_image, mask_overlays, measure_figures
+    from evaluate.figures import eigenvector_figure, eigenvector_of_image, ledger_figures
 
     out.mkdir(parents=True, exist_ok=True)
-    files = list(measure_figures(ledger_dir, out) or [])
+    files = ledger_figures(ledger_dir, out, dataset=dataset, masks=dict(zip(checkpoints, masks)) if masks else None,
+                           sweep_csv=sweep_csv, overlay_images=int(figure_config["overlay_images"]),
+                           gallery_images=int(figure_config["gallery_images"]), resamples=resamples, seed=seed)
     if masks:
         from decoders import load_selected
         from evaluate.atomic import read_json
 
-        overlay = out / f"overlays_{dataset['name']}.png"
-        mask_overlays(dataset["images"], dataset["annotations"], dict(zip(checkpoints, masks)), overlay,
-                      k=int(figure_config["overlay_images"]))
-        files.append(overlay)
         _, settings = load_selected(selected)
         manifest = read_json(manifest_file)
         image_id, vector = eigenvector_of_image(manifest, keys480, settings, figure_config["eigenvector_image"],
@@ -68,3 +70,13 @@ def figures(smk: Any) -> None:
         eigenvector_figure(image_path, vector, figure, title=f"{reference}, image {image_id}")
         files.append(figure)
     log.info("wrote %d figures", len(files))
+
+
+def html_report(smk: Any) -> None:
+    """results/report.html: every table and figure on one static page (evaluate.report)."""
+    tables_dir, figures_dir = Path(smk.input.tables), Path(smk.input.figures)
+    out = Path(smk.output[0])
+
+    from evaluate.report import build_report
+
+    build_report(tables_dir, figures_dir, out)

@@ -25,8 +25,8 @@ def train_probe(smk: Any) -> None:
     from evaluate.datasets import CocoDataset
     from evaluate.features import FeatureReader
     from evaluate.jobs.labels import open_labels, record_identity
-    from evaluate.probe import (class_index, dataset_patch_labels, fit_probe, probe_classes, probe_setting,
-                                training_tokens)
+    from evaluate.probe import (class_index, class_names, dataset_patch_labels, fit_probe, probe_classes,
+                                probe_setting, training_tokens)
     from evaluate.provenance import sha256_file
 
     train = CocoDataset(images, annotations)
@@ -43,7 +43,7 @@ def train_probe(smk: Any) -> None:
                  len(classes) + 1)
         probe = fit_probe(features, targets, len(classes) + 1, weight_decay=float(hyper["weight_decay"]),
                           max_iter=int(hyper["max_iter"]), tol=float(hyper["tol"]))
-        probe.meta["classes"] = ["background", *classes]
+        probe.meta["classes"] = class_names(classes)
         probe.save(out_weights)
         labels.result_sha256 = sha256_file(out_weights)
     write_json(out_training, {
@@ -67,7 +67,7 @@ def score_probe(smk: Any) -> None:
     from evaluate.datasets import CocoDataset
     from evaluate.features import FeatureReader
     from evaluate.jobs.labels import score_eval_set
-    from evaluate.probe import LinearProbe, class_index, eval_items, probe_measures
+    from evaluate.probe import LinearProbe, class_index, class_names, eval_items, probe_measures
 
     training = read_json(training_file)
     probe = LinearProbe.load(weights)
@@ -77,9 +77,11 @@ def score_probe(smk: Any) -> None:
     measures = score_eval_set(
         config, dataset=evaluation, dataset_name=dataset_name, checkpoint=checkpoint, checkpoint_file=checkpoint_file,
         kind="probe", purpose="probe-eval", setting=training["setting"], n_images=len(reader.image_ids),
-        out_record=out_record, extra={"train_opening_row_sha256": training["opening_row_sha256"]},
-        score=lambda: probe_measures(probe, eval_items(reader, evaluation, class_of_category), resamples=resamples,
-                                     seed=seed),
+        out_record=out_record,
+        score=lambda: (probe_measures(probe, eval_items(reader, evaluation, class_of_category), resamples=resamples,
+                                      seed=seed),
+                       {"train_opening_row_sha256": training["opening_row_sha256"],
+                        "class_names": class_names(training["classes"])}),
     )
     log.info("%s on %s: probe mIoU %.2f, accuracy %.2f", checkpoint["name"], dataset_name, measures[0]["value"],
              measures[1]["value"])

@@ -40,6 +40,7 @@ JOBS = {
     "scores": "evaluate.jobs.ledger:scores",
     "tables": "evaluate.jobs.ledger:tables",
     "figures": "evaluate.jobs.ledger:figures",
+    "html_report": "evaluate.jobs.ledger:html_report",
 }
 CODE = {rule: job_code_hash(job, SCRIPT) for rule, job in JOBS.items()}
 
@@ -172,7 +173,7 @@ def all_features(wildcards):
 def all_targets(wildcards):
     targets = all_features(wildcards)
     if all_records():
-        targets += [paths.SCORES_CSV, paths.TABLES, paths.FIGURES]
+        targets += [paths.SCORES_CSV, paths.TABLES, paths.FIGURES, paths.REPORT]
     return targets
 
 
@@ -196,4 +197,5 @@ def figure_inputs(wildcards):
         inputs["manifest"] = paths.MANIFEST.format(dataset=d)
         inputs["keys480"] = feature_shards(REFERENCE, d, paths.KEYS480)
         inputs["selected"] = paths.SELECTED
+        inputs["sweep"] = paths.SWEEP_TABLE
     return inputs

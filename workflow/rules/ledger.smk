@@ -36,6 +36,7 @@ rule tables:
     params:
         compare_to=config.get("compare_to"),
         bootstrap=config["bootstrap"],
+        gallery_images=config["figures"]["gallery_images"],
         job=JOBS["tables"],
         code=CODE["tables"],
     script:
@@ -58,10 +59,29 @@ rule figures:
         "benchmarks/figures.tsv"
     params:
         figures=config["figures"],
+        bootstrap=config["bootstrap"],
         dataset=dataset_params(figure_dataset()) if figure_dataset() else None,
         checkpoints=list(CHECKPOINTS),
         reference=REFERENCE,
         job=JOBS["figures"],
         code=CODE["figures"],
+    script:
+        "../scripts/run_job.py"
+
+
+rule html_report:
+    """results/report.html: every table and figure on one static page, checked in a browser by the tests."""
+    input:
+        tables=paths.TABLES,
+        figures=paths.FIGURES,
+    output:
+        paths.REPORT,
+    log:
+        "logs/html_report.log",
+    benchmark:
+        "benchmarks/html_report.tsv"
+    params:
+        job=JOBS["html_report"],
+        code=CODE["html_report"],
     script:
         "../scripts/run_job.py"
