@@ -13,3 +13,7 @@ class EvaluationError(Exception):
 
     The workflow prints these without a traceback; anything else is a bug and keeps its traceback.
     """
+
+
+class ConfigError(EvaluationError):
+    """The config says something the workflow cannot do; the message names the key."""

@@ -20,14 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluate import EvaluationError
+from evaluate import ConfigError, EvaluationError  # noqa: F401 (ConfigError: re-exported)
 
 NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 ROLES = ("select", "eval", "probe-train")
 
 
-class ConfigError(EvaluationError):
-    """config.yaml says something the workflow cannot do; the message names the key."""
 
 
 def check_name(name: str, where: str) -> str:

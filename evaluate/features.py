@@ -289,7 +289,7 @@ class FeatureReader:
 
 def resolve_device(device: str) -> str:
     """config `features.device` -> a torch device: `auto` is "cuda" where a CUDA device is present, else "cpu"."""
-    from evaluate.experiment import ConfigError
+    from evaluate import ConfigError
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"

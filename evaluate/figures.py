@@ -478,7 +478,7 @@ def eigenvector_of_image(manifest: dict, keys480_files: Sequence[str | os.PathLi
     reference checkpoint's keys480 shards of the data set, in shard order.
     """
     from decoders.ncut import GRID, eigenvector
-    from evaluate.experiment import ConfigError
+    from evaluate import ConfigError
 
     wanted = manifest["image_ids"][0] if image_id is None else int(image_id)
     if wanted not in manifest["image_ids"]:
