@@ -25,7 +25,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
-RULES = ("extract", "sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder", "probe", "scores",
+RULES = ("preprocess", "extract", "sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder", "probe", "scores",
          "tables")
 
 

@@ -9,6 +9,8 @@
 - `tokens224_input(img)`: short side resized to 224 (PIL BICUBIC, long side truncated to an integer), centre
   224 x 224 crop at offset `round((long - 224) / 2)` (Python's `round`, as torchvision's `Resize(224)` +
   `CenterCrop(224)`), ImageNet-normalised: (3, 224, 224) float32 -> 14 x 14 = 196 patches.
+- Each reading is its uint8 pixels (`keys480_pixels`, `tokens224_pixels`: (H, W, 3) uint8, what
+  `evaluate.inputs` stores once per data set) followed by `normalise_pixels` (one image or a batch, the same bits).
 """
 
 from __future__ import annotations

@@ -308,3 +308,12 @@ def prefetch(items: Iterable, depth: int = PREFETCH_BATCHES) -> Iterator:
     finally:
         stop.set()  # a producer waiting on a full queue gives up within 0.1 s
         thread.join()
+
+
+def drop_if_all_extracted(folder: str | os.PathLike, shard_metas: Iterable[str | os.PathLike]) -> int | None:
+    """Drop the inputs folder (`drop_inputs`) once every checkpoint has the shard's features, i.e. every path of
+    `shard_metas` (each configured checkpoint's meta.json of this shard) exists; returns the bytes freed, or None
+    while some checkpoint still lacks the shard."""
+    if all(Path(p).is_file() for p in shard_metas):
+        return drop_inputs(folder)
+    return None

@@ -112,22 +112,50 @@ def manifest_job(smk) -> None:
              len(manifest["shards"]))
 
 
-def extract_job(smk) -> None:
-    """keys480 and tokens224 of one shard (DESIGN §3)."""
-    from evaluate.checkpoints import load_backbone
-    from evaluate.features import extract_shard
-
-    manifest = read_json(smk.input.manifest)
-    shard = int(smk.wildcards.shard)
-    if shard >= len(manifest["shards"]):
+def shard_image_ids(manifest_path: str, manifest: dict, shard: str) -> list[int]:
+    """The image ids of shard `shard` ("003") of a manifest; FeatureError naming the manifest if it has no such shard."""
+    index = int(shard)
+    if index >= len(manifest["shards"]):
         from evaluate.features import FeatureError
 
-        raise FeatureError(f"{smk.input.manifest}: shard {shard:03d} does not exist (the manifest has "
+        raise FeatureError(f"{manifest_path}: shard {index:03d} does not exist (the manifest has "
                            f"{len(manifest['shards'])} shards); re-run the workflow so the shard list is re-read")
-    image_ids = manifest["shards"][shard]
+    return manifest["shards"][index]
+
+
+def preprocess_job(smk) -> None:
+    """One shard's images decoded and resized once (both readings, uint8), in `threads` worker processes."""
+    from evaluate.inputs import preprocess_shard
+
+    manifest = read_json(smk.input.manifest)
+    image_ids = shard_image_ids(smk.input.manifest, manifest, smk.wildcards.shard)
+    from evaluate.atomic import write_json
+
+    marker = Path(smk.output.marker)
+    folder = preprocess_shard(open_dataset(smk.params.dataset), image_ids, marker.with_suffix(""),
+                              workers=int(smk.threads))
+    write_json(marker, {"inputs": str(folder), "image_ids": image_ids, "manifest_sha256": manifest["manifest_sha256"]})
+
+
+def extract_job(smk) -> None:
+    """keys480 and tokens224 of one shard (DESIGN §3), from the shard's decoded inputs."""
+    from evaluate.checkpoints import load_backbone
+    from evaluate.experiment import Experiment
+    from evaluate.features import extract_inputs
+    from evaluate.inputs import StoredInputs, drop_if_all_extracted, open_shard_inputs
+
+    manifest = read_json(smk.input.manifest)
+    image_ids = shard_image_ids(smk.input.manifest, manifest, smk.wildcards.shard)
+    folder = Path(smk.input.inputs).with_suffix("")
+    inputs = open_shard_inputs(folder, image_ids, annotations_sha256=manifest["annotations_sha256"],
+                               open_dataset=lambda: open_dataset(smk.params.dataset),
+                               workers=int(smk.config["features"]["workers"]))
+    if isinstance(inputs, StoredInputs):
+        log.info("inputs decoded once, read from %s", folder)
+    else:
+        log.info("%s is gone (features.keep false drops it): decoding the images here", folder)
     which = smk.params.which
     loaded = load_backbone(smk.input.checkpoint, which=which)
-    dataset = open_dataset(smk.params.dataset)
     device = resolve_device(smk.params.device)
     meta = {
         "checkpoint": smk.wildcards.checkpoint,
@@ -141,11 +169,20 @@ def extract_job(smk) -> None:
         "device": device,
         "autocast": bool(smk.params.autocast) and device.startswith("cuda"),
     }
-    extract_shard(
-        loaded.model, dataset, image_ids, Path(smk.output.meta).parent,
+    extract_inputs(
+        loaded.model, inputs, Path(smk.output.meta).parent,
         batch_size=int(smk.params.batch_size), dtype=smk.params.dtype, device=device, threads=int(smk.threads),
         meta=meta, autocast=meta["autocast"],
     )
+    # features.keep false: the decoded inputs go too, once every checkpoint has this shard's features (read at run
+    # time, so neither setting nor adding checkpoints re-runs a job)
+    if not smk.config["features"]["keep"]:
+        shard_dir = Path(smk.output.meta).parent
+        siblings = [shard_dir.parents[2] / c / shard_dir.parent.name / shard_dir.name / "meta.json"
+                    for c in Experiment(smk.config).checkpoints]
+        freed = drop_if_all_extracted(folder, siblings)
+        if freed is not None:
+            log.info("every checkpoint has this shard: %d bytes of decoded inputs freed", freed)
 
 
 # ------------------------------------------------------------------------------------------------------ ledger
@@ -255,7 +292,7 @@ def probe_job(smk) -> None:
     train = open_dataset(train_params)
     classes = class_index(train.category_ids)
     setting = f"linear,wd={hyper.get('weight_decay', DEFAULT_WEIGHT_DECAY):g},it={hyper.get('max_iter', DEFAULT_MAX_ITER)}"
-    reader = FeatureReader([Path(p).parent for p in smk.input.train])
+    reader = FeatureReader([Path(p).parent for p in smk.input.train], kinds=("tokens224",))
     with open_labels(smk, smk.output.records[0], train, train_params["name"], role="probe-train",
                      purpose="probe-train", checkpoint=common["checkpoint"], setting=setting,
                      n_images=len(reader.image_ids)) as labels:
@@ -272,7 +309,7 @@ def probe_job(smk) -> None:
     for eval_params, record_path in zip(smk.params.evals, smk.output.records):
         name = eval_params["name"]
         evaluation = open_dataset(eval_params)
-        eval_reader = FeatureReader([Path(p).parent for p in smk.input[f"eval_{name}"]])
+        eval_reader = FeatureReader([Path(p).parent for p in smk.input[f"eval_{name}"]], kinds=("tokens224",))
         eval_started = time.time()
         with open_labels(smk, record_path, evaluation, name, role="eval", purpose="probe-eval",
                          checkpoint=common["checkpoint"], setting=setting,
@@ -492,21 +529,36 @@ def figures_job(smk) -> None:
         overlay = out / f"overlays_{params['name']}.png"
         mask_overlays(params["images"], params["annotations"], masks, overlay, k=int(figures.get("overlay_images", 4)))
         files.append(overlay)
-        from decoders.ncut import GRID, eigenvector
-
-        decoder, settings = read_selected(smk.input.selected)
+        with np.load(smk.input.eigenvector) as saved:
+            wanted, vector = int(saved["image_id"]), saved["vector"]
         manifest = read_json(smk.input.manifest)
-        wanted = figures.get("eigenvector_image") or manifest["image_ids"][0]
-        if wanted not in manifest["image_ids"]:
-            from evaluate.experiment import ConfigError
-
-            raise ConfigError(f"config.yaml: figures.eigenvector_image: image id {wanted} is not in data set "
-                              f"{params['name']}")
-        shard = next(i for i, ids in enumerate(manifest["shards"]) if wanted in ids)
-        keys = np.load(smk.input.keys480[shard], mmap_mode="r")[manifest["shards"][shard].index(wanted)]
-        vector = eigenvector(np.asarray(keys, dtype=np.float32), settings, GRID)
         image_path = Path(params["images"]) / manifest["files"][manifest["image_ids"].index(wanted)]
         figure = out / f"eigenvector_{params['name']}_{wanted}.png"
         eigenvector_figure(image_path, vector, figure, title=f"{smk.params.reference}, image {wanted}")
         files.append(figure)
     log.info("wrote %d figures", len(files))
+
+
+def eigenvector_job(smk) -> None:
+    """The eigenvector figure's data: the reference checkpoint's second eigenvector on one image of a data set.
+
+    Output npz: image_id () int64, vector (900,) float32. Its own job, so that the figures never read keys480
+    (which `features.keep: false` deletes once decoded) and adding a checkpoint never re-extracts the reference.
+    """
+    from decoders.ncut import GRID, eigenvector
+    from evaluate.atomic import atomic_path
+
+    _, settings = read_selected(smk.input.selected)
+    manifest = read_json(smk.input.manifest)
+    wanted = (smk.params.figures or {}).get("eigenvector_image") or manifest["image_ids"][0]
+    if wanted not in manifest["image_ids"]:
+        from evaluate.experiment import ConfigError
+
+        raise ConfigError(f"config.yaml: figures.eigenvector_image: image id {wanted} is not in data set "
+                          f"{smk.wildcards.dataset}")
+    shard = next(i for i, ids in enumerate(manifest["shards"]) if wanted in ids)
+    keys = np.load(smk.input.keys480[shard], mmap_mode="r")[manifest["shards"][shard].index(wanted)]
+    vector = eigenvector(np.asarray(keys, dtype=np.float32), settings, GRID)
+    with atomic_path(smk.output[0]) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, image_id=np.int64(wanted), vector=np.asarray(vector, dtype=np.float32))

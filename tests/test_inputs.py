@@ -22,8 +22,8 @@ from evaluate.datasets import CocoDataset
 from evaluate.demo import make_demo_checkpoint, make_demo_dataset
 from evaluate.features import extract_inputs, extract_shard
 from evaluate.images import ImageError, keys480_input, normalise_pixels, tokens224_input
-from evaluate.inputs import (BYTES_PER_IMAGE, DecodedInputs, InputsError, StoredInputs, decoded_pixels, drop_inputs,
-                             open_shard_inputs, preprocess_shard, prefetch)
+from evaluate.inputs import (BYTES_PER_IMAGE, DecodedInputs, InputsError, StoredInputs, decoded_pixels,
+                             drop_if_all_extracted, drop_inputs, open_shard_inputs, preprocess_shard, prefetch)
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -277,3 +277,14 @@ def test_a_dropped_inputs_folder_falls_back_to_decoding_the_same_bytes(demo_ds, 
     for (ids_a, a480, a224), (ids_b, b480, b224) in zip(kept, again):
         assert ids_a == ids_b and np.array_equal(a480, b480) and np.array_equal(a224, b224)
     assert drop_inputs(folder) == 0  # already gone: nothing to do, no error
+
+
+def test_inputs_are_dropped_only_once_every_checkpoint_has_the_shard(demo_ds, tmp_path):
+    folder = preprocess_shard(demo_ds, [1], tmp_path / "inputs" / "000")
+    metas = [tmp_path / "features" / c / "val" / "000" / "meta.json" for c in ("a", "b")]
+    metas[0].parent.mkdir(parents=True)
+    metas[0].write_text("{}")
+    assert drop_if_all_extracted(folder, metas) is None and (folder / "images480.npy").is_file()
+    metas[1].parent.mkdir(parents=True)
+    metas[1].write_text("{}")
+    assert drop_if_all_extracted(folder, metas) > BYTES_PER_IMAGE and not folder.exists()

@@ -24,9 +24,10 @@ REFERENCE = EXP.reference_checkpoint
 # jobs through `params: code=...`; an edit elsewhere (README, tables, figures) leaves the features alone.
 CODE = {
     "datasets": source_hash(["evaluate/datasets.py"]),
+    "inputs": source_hash(["evaluate/images.py", "evaluate/datasets.py", "evaluate/inputs.py"]),
     "features": source_hash(
         ["evaluate/backbone.py", "evaluate/checkpoints.py", "evaluate/images.py", "evaluate/datasets.py",
-         "evaluate/features.py"]
+         "evaluate/features.py", "evaluate/inputs.py"]
     ),
     "decoder": source_hash(["decoders"]),
     "scores": source_hash(["decoders", "evaluate/scores.py", "evaluate/datasets.py", "evaluate/ledger.py"]),
@@ -44,6 +45,11 @@ wildcard_constraints:
     checkpoint=_alternatives(CHECKPOINTS),
     dataset=_alternatives(DATASETS),
     shard=r"\d{3}",
+
+
+def feature_output(path):
+    """keys480/tokens224 as kept files, or temp() (deleted once their decoder and probe jobs ran) by features.keep."""
+    return path if FEATURES["keep"] else temp(path)
 
 
 def checkpoint_path(wildcards):
@@ -74,6 +80,10 @@ def sweep_shards(wildcards):
 def decoded_shards(wildcards):
     c, d = wildcards.checkpoint, wildcards.dataset
     return [f"results/decoder/masks/{c}/{d}/{s}.json" for s in shard_names(d)]
+
+
+def eigenvector_path(dataset):
+    return f"results/decoder/eigenvector/{REFERENCE}/{dataset}.npz"
 
 
 def decoder_record(checkpoint, dataset):

@@ -118,3 +118,22 @@ rule score_decoder:
         "benchmarks/score_decoder/{checkpoint}/{dataset}.tsv"
     script:
         "../scripts/score_decoder.py"
+
+
+rule eigenvector:
+    """The eigenvector figure's data, read from the reference checkpoint's keys480 (the figures never read keys)."""
+    input:
+        keys480=lambda w: feature_shards(REFERENCE, w.dataset, "keys480.npy"),
+        manifest="results/datasets/{dataset}/manifest.json",
+        selected="results/decoder/selected.yaml",
+    output:
+        eigenvector_path("{dataset}"),
+    params:
+        figures=config.get("figures", {}),
+        code=CODE["decoder"],
+    log:
+        "logs/eigenvector/{dataset}.log",
+    benchmark:
+        "benchmarks/eigenvector/{dataset}.tsv"
+    script:
+        "../scripts/eigenvector.py"

@@ -45,8 +45,7 @@ def figure_inputs(wildcards):
         d = EVAL_DATASETS[0]
         inputs["masks"] = [f"results/decoder/masks/{c}/{d}.json" for c in CHECKPOINTS]
         inputs["manifest"] = f"results/datasets/{d}/manifest.json"
-        inputs["keys480"] = feature_shards(REFERENCE, d, "keys480.npy")
-        inputs["selected"] = "results/decoder/selected.yaml"
+        inputs["eigenvector"] = eigenvector_path(d)
     return inputs
 
 

@@ -4,13 +4,13 @@
 def probe_inputs(wildcards):
     c = wildcards.checkpoint
     inputs = {
-        "train": feature_shards(c, PROBE_TRAIN_DATASET),
+        "train": feature_shards(c, PROBE_TRAIN_DATASET, "tokens224.npy"),
         "train_annotations": DATASETS[PROBE_TRAIN_DATASET].annotations,
         "train_manifest": f"results/datasets/{PROBE_TRAIN_DATASET}/manifest.json",
         "checkpoint": CHECKPOINTS[c].path,
     }
     for d in EVAL_DATASETS:
-        inputs[f"eval_{d}"] = feature_shards(c, d)
+        inputs[f"eval_{d}"] = feature_shards(c, d, "tokens224.npy")
         inputs[f"eval_annotations_{d}"] = DATASETS[d].annotations
         inputs[f"eval_manifest_{d}"] = f"results/datasets/{d}/manifest.json"
     return inputs
