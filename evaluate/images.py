@@ -100,20 +100,31 @@ def open_rgb(path: str | os.PathLike) -> Image.Image:
     return rgb
 
 
+def _normalised_levels() -> np.ndarray:
+    """(3, 256) float32: channel c's value for pixel level v, (v / 255 - mean[c]) / std[c] in float32."""
+    levels = np.arange(256, dtype=np.uint8)[:, None].astype(np.float32) / np.float32(255.0)
+    mean = np.asarray(IMAGENET_MEAN, dtype=np.float32)
+    std = np.asarray(IMAGENET_STD, dtype=np.float32)
+    return np.ascontiguousarray(((levels - mean) / std).T)
+
+
+NORMALISED_LEVELS = _normalised_levels()
+_CHANNEL_OFFSETS = (np.arange(3, dtype=np.uint16) * 256)[:, None, None]
+
+
 def normalise_pixels(pixels: np.ndarray) -> torch.Tensor:
     """uint8 RGB pixels (..., H, W, 3) -> (..., 3, H, W) float32, (pixel / 255 - mean) / std per channel (ImageNet).
 
-    One image or a batch: the arithmetic is elementwise in float32, so a batch gives bit for bit the values of its
-    images normalised one by one.
+    A uint8 channel has 256 levels, so each level's float32 value is computed once, by exactly that arithmetic
+    (`NORMALISED_LEVELS`), and looked up: the same bits as computing every pixel, at a fraction of the cost. One
+    image or a batch gives the same values.
     """
     pixels = np.asarray(pixels)
     if pixels.dtype != np.uint8 or pixels.ndim < 3 or pixels.shape[-1] != 3:
         raise ValueError(f"expected uint8 RGB pixels (..., H, W, 3), got {pixels.dtype} {pixels.shape}")
-    values = pixels.astype(np.float32) / np.float32(255.0)
-    mean = np.asarray(IMAGENET_MEAN, dtype=np.float32)
-    std = np.asarray(IMAGENET_STD, dtype=np.float32)
-    values = (values - mean) / std
-    return torch.from_numpy(np.ascontiguousarray(np.moveaxis(values, -1, -3)))
+    index = np.moveaxis(pixels, -1, -3).astype(np.uint16, order="C")  # channel first; level + 256 * channel indexes the table
+    index += _CHANNEL_OFFSETS
+    return torch.from_numpy(NORMALISED_LEVELS.reshape(-1)[index])
 
 
 def normalise(img: Image.Image) -> torch.Tensor:

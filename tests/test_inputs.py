@@ -66,6 +66,9 @@ def test_normalise_pixels_of_a_batch_equals_each_image_bit_for_bit():
     # hand values: pixel 0 in the red channel is -0.485 / 0.229, pixel 255 in blue is (1 - 0.406) / 0.225
     assert float(normalise_pixels(np.zeros((1, 1, 3), np.uint8))[0, 0, 0]) == pytest.approx(-2.1179039, abs=1e-6)
     assert float(normalise_pixels(np.full((1, 1, 3), 255, np.uint8))[2, 0, 0]) == pytest.approx(2.64, abs=1e-6)
+    every_level = np.stack([np.arange(256, dtype=np.uint8)] * 3, axis=-1)[None]  # (1, 256, 3): all 256 levels
+    own = ((every_level.astype(np.float32) / np.float32(255)) - MEAN) / STD
+    assert normalise_pixels(every_level).numpy().tobytes() == np.ascontiguousarray(own.transpose(2, 0, 1)).tobytes()
     with pytest.raises(ValueError, match="uint8"):
         normalise_pixels(batch.astype(np.float32))
 
