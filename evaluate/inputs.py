@@ -77,6 +77,16 @@ def _decode_in_worker(image_id: int) -> tuple[np.ndarray, np.ndarray]:
     return decode_pixels(_worker_dataset, image_id)
 
 
+def _decode_into_files(task: tuple[int, int, Path, Path]) -> int:
+    """Decode one image and write its two readings into row `row` of the two (memory-mapped) .npy files."""
+    row, image_id, path480, path224 = task
+    for path, pixels in zip((path480, path224), decode_pixels(_worker_dataset, image_id)):
+        array = np.load(path, mmap_mode="r+")
+        array[row] = pixels  # a shared mapping: the page cache holds it for every process, no msync needed
+        del array
+    return row
+
+
 def _pool_context() -> multiprocessing.context.BaseContext:
     """fork where the platform has it: the workers inherit the data set (no pickling, no re-reading of a large
     annotation file) and start in milliseconds; they use only PIL and numpy, never torch's thread pools."""
@@ -116,8 +126,8 @@ def preprocess_shard(dataset: Any, image_ids: Sequence[int], out_dir: str | os.P
                      ) -> Path:
     """Decode and resize the shard's images once and write its inputs folder (module docstring); returns it.
 
-    Row i of both arrays is image_ids[i]. Memory holds the images the workers have decoded ahead, at most the
-    shard; the arrays are filled in preallocated memory-mapped .npy files under temporary names and renamed.
+    Row i of both arrays is image_ids[i]. Each worker writes its images' rows straight into the preallocated
+    memory-mapped .npy files (temporary names, renamed when complete), so memory holds one image per worker.
     """
     out = Path(out_dir)
     ids = check_image_ids(image_ids, out)
@@ -128,16 +138,25 @@ def preprocess_shard(dataset: Any, image_ids: Sequence[int], out_dir: str | os.P
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
     with contextlib.ExitStack() as stack:
-        arrays = {}
+        paths = {}
         for name, shape in READINGS.items():
-            tmp = stack.enter_context(atomic_path(out / f"{name}.npy"))
-            arrays[name] = open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(len(ids), *shape))
-        for row, (_, pixels480, pixels224) in enumerate(decoded_pixels(dataset, ids, workers)):
-            arrays["images480"][row] = pixels480
-            arrays["images224"][row] = pixels224
-        for array in arrays.values():
-            array.flush()
-        arrays.clear()  # unmap before the renames
+            paths[name] = stack.enter_context(atomic_path(out / f"{name}.npy"))
+            created = open_memmap(paths[name], mode="w+", dtype=np.uint8, shape=(len(ids), *shape))
+            del created  # the file holds the .npy header and its full size; the rows are written by _decode_into_files
+        tasks = [(row, image_id, paths["images480"], paths["images224"]) for row, image_id in enumerate(ids)]
+        workers = max(1, min(int(workers), len(ids)))
+        if workers == 1:
+            _start_worker(dataset)
+            try:
+                for task in tasks:
+                    _decode_into_files(task)
+            finally:
+                _start_worker(None)
+        else:
+            # each worker writes its rows straight into the arrays: no pixels travel back through a pipe
+            with _pool_context().Pool(workers, initializer=_start_worker, initargs=(dataset,)) as pool:
+                for _ in pool.imap_unordered(_decode_into_files, tasks, chunksize=1):
+                    pass
     write_json(out / IDS, ids)  # last: its presence marks a complete folder
     return out
 
