@@ -550,7 +550,7 @@ def eigenvector_job(smk) -> None:
 
     _, settings = read_selected(smk.input.selected)
     manifest = read_json(smk.input.manifest)
-    wanted = (smk.params.figures or {}).get("eigenvector_image") or manifest["image_ids"][0]
+    wanted = smk.params.image or manifest["image_ids"][0]
     if wanted not in manifest["image_ids"]:
         from evaluate.experiment import ConfigError
 

@@ -129,7 +129,7 @@ rule eigenvector:
     output:
         eigenvector_path("{dataset}"),
     params:
-        figures=config.get("figures", {}),
+        image=config["figures"]["eigenvector_image"],
         code=CODE["decoder"],
     log:
         "logs/eigenvector/{dataset}.log",

@@ -1,5 +1,5 @@
-# Stage 1-2: a data set's manifest (sorted image ids cut into shards); each shard's images decoded once (temporary
-# uint8 inputs shared by every checkpoint); then keys480 and tokens224 per checkpoint and shard.
+# Stage 1-2: a data set's manifest (sorted image ids cut into shards); each shard's images decoded once (uint8
+# inputs shared by every checkpoint); then keys480 and tokens224 per checkpoint and shard.
 
 
 checkpoint manifest:
