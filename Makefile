@@ -77,6 +77,7 @@ bench: setup
 	$(PY) bench/decode.py
 	$(PY) bench/probe.py
 	$(PY) bench/memory.py
+	$(PY) bench/scale.py
 
 slurm-test: setup
 	bash workflow/profiles/slurm/slurm-test.sh

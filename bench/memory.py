@@ -24,8 +24,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
-RULES = ("extract", "sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder", "train_probe",
-         "score_probe", "scores",
+RULES = ("preprocess", "extract", "sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder",
+         "train_probe", "score_probe", "scores",
          "tables")
 
 

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from decoders.masks import coco_results
-from decoders.ncut import GRID, SolverStats
+from decoders.ncut import GRID, SolverStats, eigenvector
 from decoders.settings import DecoderError
 
 log = logging.getLogger("decoders.shards")
@@ -91,3 +91,20 @@ def decode_keys(decoder: Any, settings: Any, image_ids: Sequence[int], keys: np.
         results.extend(coco_results(image_id, masks, *sizes[image_id]))
     log.info("%d images, %d masks with %s; solver: %s", len(image_ids), len(results), settings.name, stats)
     return results
+
+
+def eigenvector_of_image(manifest: dict, keys480_files: Sequence[str | os.PathLike], settings: Any,
+                         image_id: int | None, dataset: str) -> tuple[int, np.ndarray]:
+    """(image id, its first cut's eigenvector float64 (30, 30)) for the eigenvector figure.
+
+    image_id: config `figures.eigenvector_image`; None takes the data set's first image. keys480_files: the
+    reference checkpoint's keys480 shards of the data set, in shard order.
+    """
+    from evaluate import ConfigError
+
+    wanted = manifest["image_ids"][0] if image_id is None else int(image_id)
+    if wanted not in manifest["image_ids"]:
+        raise ConfigError(f"config.yaml: figures.eigenvector_image: image id {wanted} is not in data set {dataset}")
+    shard = next(i for i, ids in enumerate(manifest["shards"]) if wanted in ids)
+    keys = np.load(keys480_files[shard], mmap_mode="r")[manifest["shards"][shard].index(wanted)]
+    return wanted, eigenvector(np.asarray(keys, dtype=np.float32), settings, GRID)

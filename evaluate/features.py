@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from evaluate import EvaluationError
 from evaluate.atomic import atomic_path, write_json
-from evaluate.images import TRANSFORMS, keys480_input, tokens224_input
+from evaluate.images import TRANSFORMS
 from evaluate.provenance import code_version, library_versions
 
 KINDS = {"keys480": (900, 384), "tokens224": (196, 384)}
@@ -52,6 +52,27 @@ def extract_shard(
     dataset: Any,
     image_ids: Sequence[int],
     out_dir: str | os.PathLike,
+    **options: Any,
+) -> Path:
+    """Run `model` on `image_ids` of `dataset`, decoding the image files here, and write one complete shard.
+
+    dataset: a `CocoDataset` (anything with `open_image(id) -> RGB PIL image` and `annotations_sha256`).
+    options: those of `extract_inputs`. The features equal, byte for byte, those `extract_inputs` gives on the
+    shard's `evaluate.inputs.StoredInputs` (decoded once, shared by every checkpoint).
+    """
+    from evaluate.inputs import DecodedInputs, InputsError
+
+    try:
+        inputs = DecodedInputs(dataset, image_ids, where=out_dir)
+    except InputsError as exc:
+        raise FeatureError(str(exc)) from None
+    return extract_inputs(model, inputs, out_dir, **options)
+
+
+def extract_inputs(
+    model: torch.nn.Module,
+    inputs: Any,
+    out_dir: str | os.PathLike,
     *,
     batch_size: int = 8,
     dtype: str = "float16",
@@ -60,23 +81,23 @@ def extract_shard(
     meta: dict | None = None,
     autocast: bool = False,
 ) -> Path:
-    """Run `model` on `image_ids` of `dataset` and write one complete shard to `out_dir`; returns `out_dir`.
+    """Run `model` on a shard's inputs and write one complete shard to `out_dir`; returns `out_dir`.
 
     model: a ViT with `last_keys(x)` and `tokens(x)` ((B, 3, H, W) float32 -> (B, N, 384) float32).
-    dataset: a `CocoDataset` (anything with `open_image(id) -> RGB PIL image` and `annotations_sha256`).
+    inputs: an `evaluate.inputs.StoredInputs` (decoded once per data set) or `DecodedInputs` (decoded here):
+      `.image_ids`, `.annotations_sha256` and `.batches(batch_size)` of uint8 pixels.
     meta: what the caller knows (e.g. checkpoint_sha256, checkpoint_format, checkpoint path, manifest_sha256,
       shard name); recorded in meta.json together with the transforms, code version, library versions and dtype.
     autocast: on a CUDA device, run the network under `torch.autocast(float16)` (faster; about float16's own
       resolution, so meant for float16 features); ignored on the CPU, where the network runs in float32.
-    Row i of both arrays is image_ids[i]. At most one batch of decoded images is held at a time.
+    Row i of both arrays is inputs.image_ids[i]. The next batch is read and normalised in a background thread
+    while the network runs (on CUDA: pinned, copied without blocking); at most three batches are held at a time.
     """
+    from evaluate.inputs import model_batches, prefetch
+
     if dtype not in DTYPES:
         raise FeatureError(f"feature dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    ids = [int(i) for i in image_ids]
-    if not ids:
-        raise FeatureError(f"{out_dir}: a shard needs at least one image id")
-    if len(set(ids)) != len(ids):
-        raise FeatureError(f"{out_dir}: duplicate image ids in the shard")
+    ids = list(inputs.image_ids)
     if batch_size < 1:
         raise FeatureError(f"batch_size must be at least 1, got {batch_size!r}")
     out = Path(out_dir)
@@ -94,6 +115,7 @@ def extract_shard(
     model = model.to(device).eval()
     n = len(ids)
     np_dtype = np.dtype(dtype)
+    on_cuda = str(device).startswith("cuda")
     with contextlib.ExitStack() as stack:
         arrays: dict[str, np.memmap] = {}
         for kind, shape in KINDS.items():
@@ -102,24 +124,19 @@ def extract_shard(
         progress = stack.enter_context(
             tqdm(total=n, unit="img", file=sys.stderr, desc=f"features {out.name}", mininterval=2.0, leave=True)
         )
-        use_autocast = bool(autocast) and str(device).startswith("cuda")
-        if str(device).startswith("cuda") and not use_autocast:
+        use_autocast = bool(autocast) and on_cuda
+        if on_cuda and not use_autocast:
             # float32 on CUDA means float32: no TF32 convolutions (cuDNN's default) in the patch embedding
             torch.backends.cudnn.allow_tf32 = False
             torch.backends.cuda.matmul.allow_tf32 = False
         amp = torch.autocast("cuda", dtype=torch.float16) if use_autocast else contextlib.nullcontext()
+        batches = stack.enter_context(contextlib.closing(
+            prefetch(model_batches(inputs, batch_size, pin_memory=on_cuda))))
+        start = 0
         with torch.inference_mode(), amp:
-            for start in range(0, n, batch_size):
-                batch_ids = ids[start : start + batch_size]
-                x480 = []
-                x224 = []
-                for image_id in batch_ids:
-                    img = dataset.open_image(image_id)
-                    x480.append(keys480_input(img))
-                    x224.append(tokens224_input(img))
-                    del img
-                keys = model.last_keys(torch.stack(x480).to(device))
-                tokens = model.tokens(torch.stack(x224).to(device))
+            for batch_ids, x480, x224 in batches:
+                keys = model.last_keys(x480.to(device, non_blocking=True))
+                tokens = model.tokens(x224.to(device, non_blocking=True))
                 del x480, x224
                 end = start + len(batch_ids)
                 for kind, values in (("keys480", keys), ("tokens224", tokens)):
@@ -139,7 +156,10 @@ def extract_shard(
                             "try feature_dtype float32 or check the checkpoint"
                         )
                     arrays[kind][start:end] = cast
+                start = end
                 progress.update(len(batch_ids))
+        if start != n:
+            raise FeatureError(f"{out}: the inputs gave {start} images, expected {n}")
         for kind in KINDS:
             arrays[kind].flush()
         arrays.clear()  # unmap before the renames
@@ -152,7 +172,7 @@ def extract_shard(
             "dtype": dtype,
             "shapes": {kind: [n, *shape] for kind, shape in KINDS.items()},
             "transforms": TRANSFORMS,
-            "annotations_sha256": getattr(dataset, "annotations_sha256", None),
+            "annotations_sha256": getattr(inputs, "annotations_sha256", None),
             "code_version": code_version(),
             "library_versions": library_versions(),
             "device": str(device),
@@ -187,12 +207,18 @@ class FeatureReader:
     `.image_ids` list[int] (row order); `len()`; `.keys480(i)` -> (900, 384) float32; `.tokens224(i)` ->
     (196, 384) float32; `.row(image_id)` -> i; `.iter_shards(kind)` yields (ids, memmap (n, N, 384)) per shard.
     Construction reads only image_ids.json, meta.json and the .npy headers; arrays are memory-mapped on use.
+    kinds: the arrays that must be there (default both; the probe reads only tokens224, and with `features.keep`
+    false keys480 may already be deleted once decoded).
     """
 
-    def __init__(self, shard_dirs: Sequence[str | os.PathLike]):
+    def __init__(self, shard_dirs: Sequence[str | os.PathLike], kinds: Sequence[str] = tuple(KINDS)):
         self.shard_dirs = [Path(d) for d in shard_dirs]
         if not self.shard_dirs:
             raise FeatureError("no feature shards given")
+        unknown = [k for k in kinds if k not in KINDS]
+        if unknown:
+            raise FeatureError(f"unknown feature kind(s) {unknown}; expected some of {', '.join(KINDS)}")
+        self.kinds = tuple(kinds)
         self._ids: list[list[int]] = []
         self.metas: list[dict] = []
         self._mmaps: dict[tuple[int, str], np.ndarray] = {}
@@ -204,7 +230,8 @@ class FeatureReader:
             ids = self._read_json(shard / IDS)
             if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
                 raise FeatureError(f"{shard / IDS}: must be a JSON list of integer image ids")
-            for kind, tail in KINDS.items():
+            for kind in self.kinds:
+                tail = KINDS[kind]
                 path = shard / f"{kind}.npy"
                 shape, dtype = _npy_header(path)
                 if shape != (len(ids), *tail):
@@ -252,8 +279,8 @@ class FeatureReader:
         return shard, i - self._starts[shard]
 
     def _array(self, shard: int, kind: str) -> np.ndarray:
-        if kind not in KINDS:
-            raise FeatureError(f"unknown feature kind {kind!r}; expected one of {', '.join(KINDS)}")
+        if kind not in self.kinds:
+            raise FeatureError(f"feature kind {kind!r} was not opened; this reader holds {', '.join(self.kinds)}")
         key = (shard, kind)
         if key not in self._mmaps:
             self._mmaps[key] = np.load(self.shard_dirs[shard] / f"{kind}.npy", mmap_mode="r", allow_pickle=False)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -468,21 +468,3 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                     a, b, entry, tuple(DISPLAY_NAMES[k][0] for k in SCATTER_PAIR), name,
                     out / f"agreement_{_safe(name)}_{SCATTER_PAIR[0]}_{SCATTER_PAIR[1]}.png"))
     return files
-
-
-def eigenvector_of_image(manifest: dict, keys480_files: Sequence[str | os.PathLike], settings: Any,
-                         image_id: int | None, dataset: str) -> tuple[int, np.ndarray]:
-    """(image id, its first cut's eigenvector float64 (30, 30)) for the eigenvector figure.
-
-    image_id: config `figures.eigenvector_image`; None takes the data set's first image. keys480_files: the
-    reference checkpoint's keys480 shards of the data set, in shard order.
-    """
-    from decoders.ncut import GRID, eigenvector
-    from evaluate import ConfigError
-
-    wanted = manifest["image_ids"][0] if image_id is None else int(image_id)
-    if wanted not in manifest["image_ids"]:
-        raise ConfigError(f"config.yaml: figures.eigenvector_image: image id {wanted} is not in data set {dataset}")
-    shard = next(i for i, ids in enumerate(manifest["shards"]) if wanted in ids)
-    keys = np.load(keys480_files[shard], mmap_mode="r")[manifest["shards"][shard].index(wanted)]
-    return wanted, eigenvector(np.asarray(keys, dtype=np.float32), settings, GRID)

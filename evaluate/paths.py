@@ -11,7 +11,10 @@ RESULTS = "results"
 # data sets and their manifests (sorted image ids cut into shards)
 MANIFEST = f"{RESULTS}/datasets/{{dataset}}/manifest.json"
 
-# stage 2: the two readings of every shard
+# stage 2: a shard's images decoded once (uint8, both readings; the folder may be dropped, the record stays), then
+# the two readings of every checkpoint on it
+INPUTS = f"{RESULTS}/inputs/{{dataset}}/{{shard}}"
+INPUTS_RECORD = f"{INPUTS}.json"
 SHARD = f"{RESULTS}/features/{{checkpoint}}/{{dataset}}/{{shard}}"
 KEYS480 = f"{SHARD}/keys480.npy"
 TOKENS224 = f"{SHARD}/tokens224.npy"
@@ -25,6 +28,7 @@ SWEEP_TABLE = f"{DECODER}/sweep.csv"
 SELECTED = f"{DECODER}/selected.yaml"
 MASKS_SHARD = f"{DECODER}/masks/{{checkpoint}}/{{dataset}}/{{shard}}.json"
 MASKS = f"{DECODER}/masks/{{checkpoint}}/{{dataset}}.json"
+EIGENVECTOR = f"{DECODER}/eigenvector/{{checkpoint}}/{{dataset}}.npz"
 
 # stage 4: the probe
 PROBE_WEIGHTS = f"{RESULTS}/probe/{{checkpoint}}/probe.safetensors"

@@ -534,9 +534,10 @@ def test_workflow_reports_corrupt_image_and_keeps_the_other_shard(corrupt_image_
     out, work = corrupt_image_run["out"], corrupt_image_run["work"]
     assert corrupt_image_run["result"].returncode != 0
     corrupt = re.escape(str(corrupt_image_run["corrupt"]))
-    assert re.search(rf"ERROR in rule extract \(.*'checkpoint': 'good'.*'shard': '001'.*\): {corrupt}: corrupt or "
+    # images are decoded once per shard, for every checkpoint, by the preprocess rule
+    assert re.search(rf"ERROR in rule preprocess \(.*'dataset': 'photos'.*'shard': '001'.*\): {corrupt}: corrupt or "
                      r"truncated image \(JPEG\): image file is truncated", out), out
-    log = (work / "logs" / "extract" / "good" / "photos" / "001.log").read_text()
+    log = (work / "logs" / "preprocess" / "photos" / "001.log").read_text()
     assert str(corrupt_image_run["corrupt"]) in log and "corrupt or truncated image" in log
     assert not any(p.exists() for p in bi.shard_files(work, "good", "photos", "001"))
     done = bi.shard_files(work, "good", "photos", "000")

@@ -55,3 +55,24 @@ def test_cuda_autocast_matches_cpu_within_half_precision(models, size, method):
             out = getattr(gpu, method)(x.cuda())
     assert np.isfinite(out.float().cpu().numpy()).all()
     assert relative_error(out, ref) <= AUTOCAST_TOLERANCE
+
+
+def test_extraction_from_decoded_inputs_on_cuda_matches_cpu(models, tmp_path):
+    """The CUDA path of `extract_inputs`: pinned batches, asynchronous copies; float32 features agree with the CPU's."""
+    from evaluate.demo import make_demo_dataset
+    from evaluate.datasets import CocoDataset
+    from evaluate.features import extract_inputs
+    from evaluate.inputs import StoredInputs, preprocess_shard
+
+    cpu, gpu = models
+    make_demo_dataset(tmp_path / "demo", 5, seed=3)
+    dataset = CocoDataset(tmp_path / "demo" / "images", tmp_path / "demo" / "annotations.json")
+    folder = preprocess_shard(dataset, [1, 2, 3, 4, 5], tmp_path / "inputs", workers=2)
+    out = {}
+    for name, model, device in (("cpu", cpu, "cpu"), ("cuda", gpu, "cuda")):
+        out[name] = extract_inputs(model, StoredInputs(folder), tmp_path / name, batch_size=2, dtype="float32",
+                                   device=device)
+    for kind in ("keys480", "tokens224"):
+        ref = torch.from_numpy(np.load(out["cpu"] / f"{kind}.npy"))
+        got = torch.from_numpy(np.load(out["cuda"] / f"{kind}.npy"))
+        assert relative_error(got, ref) <= FLOAT32_TOLERANCE, kind

@@ -4,6 +4,9 @@ A copy of the repository's code (evaluate/, decoders/, workflow/, Snakefile) run
 data sets of two images, one demo checkpoint, a two-setting sweep) for real, then dry runs show:
 - nothing to do on an unchanged config;
 - after adding one checkpoint, only that checkpoint's jobs (extraction, decoding, scoring, probe), not the sweep;
+  the shards' decoded inputs (results/inputs/, made once per data set) are reused, not decoded again;
+- with `features.keep: false` a finished run leaves no keys480/tokens224 behind, its tables equal those of a run
+  that kept them, and adding a checkpoint afterwards runs only its jobs and leaves no arrays either;
 - after editing what code in evaluate/ does, the jobs that depend on it re-run; editing a comment re-runs nothing.
 """
 
@@ -128,6 +131,7 @@ def test_a_full_run_produces_every_stage_s_outputs(finished):
     measures = {line.split(",")[6] for line in scores[1:]}
     assert {"jaccard", "ap", "ap50", "ar10", "corloc", "probe_miou", "probe_accuracy"} <= measures
     assert any(p.suffix == ".md" for p in (results / "tables").iterdir())
+    assert len(list((results / "inputs").glob("*/*/images480.npy"))) == 6  # decoded once per shard, kept with keep
     assert any(p.suffix == ".png" for p in (results / "figures").iterdir())
     verify = subprocess.run([sys.executable, "-m", "evaluate.ledger", "verify", str(results / "ledger")],
                             capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(finished.code)))
@@ -149,6 +153,7 @@ def test_adding_a_checkpoint_plans_only_its_jobs_and_not_the_sweep(finished):
         finished.write_config(config)
     jobs = planned_jobs(out)
     assert jobs.get("extract") == 6, jobs  # 3 data sets x 2 shards, checkpoint b only
+    assert "preprocess" not in jobs, jobs  # the shards' decoded inputs are reused
     assert jobs.get("decode") == 2 and jobs.get("score_decoder") == 1, jobs
     assert jobs.get("train_probe") == 1 and jobs.get("score_probe") == 1, jobs
     assert "sweep_decode" not in jobs and "select_setting" not in jobs and "manifest" not in jobs, jobs
@@ -208,3 +213,59 @@ def test_raising_a_budget_re_runs_nothing(finished):
         assert planned_jobs(finished.snakemake("--dry-run")) == {}
     finally:
         (finished.work / "config.yaml").write_text(original)
+
+
+# ---- features.keep: false -------------------------------------------------------------------------------------------
+
+
+def feature_arrays(work: Path) -> list[Path]:
+    """Every keys480/tokens224 array and decoded-input array under results/."""
+    results = work / "results"
+    return sorted([*results.rglob("keys480.npy"), *results.rglob("tokens224.npy"), *(results / "inputs").rglob("*.npy")])
+
+
+@pytest.fixture(scope="module")
+def dropped(tmp_path_factory) -> Workspace:
+    ws = Workspace(tmp_path_factory.mktemp("workflow-dropped"))
+    config = tiny_config({"a": checkpoint_entry("a", "dino-backbone", 0, 100)})
+    config["features"]["keep"] = False
+    ws.write_config(config)
+    ws.snakemake()
+    return ws
+
+
+def test_dropped_features_leave_no_arrays_and_the_same_tables(finished, dropped):
+    assert feature_arrays(dropped.work) == []  # neither features nor decoded inputs
+    assert len(list((dropped.work / "results" / "inputs").glob("*/*.json"))) == 6  # the record that they were made
+    assert feature_arrays(finished.work)  # the run that kept them has them
+    shards = sorted((dropped.work / "results" / "features" / "a").glob("*/*"))
+    assert len(shards) == 6 and all((s / "meta.json").is_file() and (s / "image_ids.json").is_file() for s in shards)
+    for kept in ("results/probe/a/probe.safetensors", "results/decoder/masks/a/val.json",
+                 "results/ledger/records/decoder/a/val.json", "results/ledger/records/probe/a/val.json"):
+        assert (dropped.work / kept).is_file(), kept
+    tables = sorted(p.relative_to(finished.work) for p in (finished.work / "results" / "tables").iterdir())
+    assert tables and tables == sorted(p.relative_to(dropped.work) for p in (dropped.work / "results" / "tables").iterdir())
+    for name in tables:
+        assert (dropped.work / name).read_bytes() == (finished.work / name).read_bytes(), name
+    for masks in ("results/decoder/masks/a/val.json", "results/decoder/eigenvector/a/val.npz"):
+        assert (dropped.work / masks).read_bytes() == (finished.work / masks).read_bytes(), masks
+    assert planned_jobs(dropped.snakemake("--dry-run")) == {}  # deleted arrays are not a reason to re-extract
+
+
+def test_adding_a_checkpoint_with_features_dropped_runs_only_its_jobs(dropped):
+    config = yaml.safe_load((dropped.work / "config.yaml").read_text())
+    config["checkpoints"]["b"] = checkpoint_entry("b", "selfpatch-train", 1, 200)
+    dropped.write_config(config)
+    jobs = planned_jobs(dropped.snakemake("--dry-run"))
+    assert jobs.get("extract") == 6, jobs  # b only, decoding the images itself: the decoded inputs were dropped
+    assert jobs.get("decode") == 2 and jobs.get("score_decoder") == 1 and jobs.get("probe") == 1, jobs
+    for absent in ("preprocess", "sweep_decode", "select_setting", "eigenvector", "manifest"):
+        assert absent not in jobs, jobs
+    records = dropped.work / "results" / "ledger" / "records"
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in records.rglob("*.json")}
+    out = dropped.snakemake()
+    assert "checkpoint=a" not in out
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in before} == before  # a's records untouched
+    assert (records / "decoder" / "b" / "val.json").is_file() and (records / "probe" / "b" / "val.json").is_file()
+    assert feature_arrays(dropped.work) == []
+    assert planned_jobs(dropped.snakemake("--dry-run")) == {}

@@ -25,26 +25,57 @@ def manifest(smk: Any) -> None:
     log.info("%s: %d images in %d shards", name, len(manifest["image_ids"]), len(manifest["shards"]))
 
 
+def preprocess(smk: Any) -> None:
+    """One shard's images decoded and resized once (both readings, uint8), in `threads` worker processes."""
+    manifest_file = Path(smk.input.manifest)
+    shard = str(smk.wildcards.shard)
+    images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
+    workers = int(smk.threads)
+    record = Path(smk.output.record)
+
+    from evaluate.atomic import read_json, write_json
+    from evaluate.datasets import CocoDataset
+    from evaluate.features import shard_image_ids
+    from evaluate.inputs import preprocess_shard
+
+    manifest = read_json(manifest_file)
+    image_ids = shard_image_ids(manifest, shard, manifest_file)
+    folder = preprocess_shard(CocoDataset(images, annotations), image_ids, record.with_suffix(""), workers=workers)
+    write_json(record, {"inputs": str(folder), "image_ids": image_ids, "manifest_sha256": manifest["manifest_sha256"]})
+
+
 def extract(smk: Any) -> None:
-    """keys480 and tokens224 of one shard (docs/design.md §3)."""
+    """keys480 and tokens224 of one shard (docs/design.md §3), from the shard's decoded inputs."""
     checkpoint_name: str = smk.wildcards.checkpoint
     checkpoint_file = Path(smk.input.checkpoint)
     manifest_file = Path(smk.input.manifest)
+    inputs_folder = Path(smk.input.inputs).with_suffix("")
     shard = str(smk.wildcards.shard)
     dataset_name: str = smk.params.dataset["name"]
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
     which: str = smk.params.which
     features: dict = smk.params.features
+    keep, workers = bool(smk.config["features"]["keep"]), int(smk.config["features"]["workers"])  # run-time only
+    config: dict = smk.config
     threads = int(smk.threads)
     out_dir = Path(smk.output.meta).parent
 
+    from evaluate import paths
     from evaluate.atomic import read_json
     from evaluate.checkpoints import load_backbone
+    from evaluate.config_tables import checkpoint_table
     from evaluate.datasets import CocoDataset
-    from evaluate.features import extract_shard, resolve_device, shard_image_ids
+    from evaluate.features import extract_inputs, resolve_device, shard_image_ids
+    from evaluate.inputs import StoredInputs, drop_if_all_extracted, open_shard_inputs
 
     manifest = read_json(manifest_file)
     image_ids = shard_image_ids(manifest, shard, manifest_file)
+    inputs = open_shard_inputs(inputs_folder, image_ids, annotations_sha256=manifest["annotations_sha256"],
+                               open_dataset=lambda: CocoDataset(images, annotations), workers=workers)
+    if isinstance(inputs, StoredInputs):
+        log.info("inputs decoded once, read from %s", inputs_folder)
+    else:
+        log.info("%s is gone (features.keep false drops it): decoding the images here", inputs_folder)
     loaded = load_backbone(checkpoint_file, which=which)
     device = resolve_device(features["device"])
     autocast = bool(features["autocast"]) and device.startswith("cuda")
@@ -60,7 +91,11 @@ def extract(smk: Any) -> None:
         "device": device,
         "autocast": autocast,
     }
-    extract_shard(
-        loaded.model, CocoDataset(images, annotations), image_ids, out_dir, batch_size=int(features["batch_size"]),
-        dtype=features["dtype"], device=device, threads=threads, meta=meta, autocast=autocast,
-    )
+    extract_inputs(loaded.model, inputs, out_dir, batch_size=int(features["batch_size"]), dtype=features["dtype"],
+                   device=device, threads=threads, meta=meta, autocast=autocast)
+    if not keep:  # the decoded inputs go too, once every checkpoint of the run has this shard's features
+        siblings = [paths.FEATURES_META.format(checkpoint=c, dataset=dataset_name, shard=shard)
+                    for c in checkpoint_table(config)]
+        freed = drop_if_all_extracted(inputs_folder, siblings)
+        if freed is not None:
+            log.info("every checkpoint has this shard: %d bytes of decoded inputs freed", freed)

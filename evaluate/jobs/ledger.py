@@ -40,9 +40,8 @@ def figures(smk: Any) -> None:
     """Figures from the records (measures, overlays, galleries, sweep heatmap, agreement), one eigenvector map."""
     ledger_dir = Path(smk.input.scores).parent
     masks = [str(p) for p in smk.input.get("masks", [])]
-    keys480 = [str(p) for p in smk.input.get("keys480", [])]
     manifest_file = smk.input.get("manifest")
-    selected = smk.input.get("selected")
+    eigenvector_file = smk.input.get("eigenvector")
     sweep_csv = smk.input.get("sweep")
     figure_config: dict = smk.params.figures
     resamples, seed = int(smk.params.bootstrap["resamples"]), int(smk.params.bootstrap["seed"])
@@ -51,25 +50,50 @@ def figures(smk: Any) -> None:
     reference: str = smk.params.reference
     out = Path(smk.output[0])
 
-    from evaluate.figures import eigenvector_figure, eigenvector_of_image, ledger_figures
+    from evaluate.figures import eigenvector_figure, ledger_figures
 
     out.mkdir(parents=True, exist_ok=True)
     files = ledger_figures(ledger_dir, out, dataset=dataset, masks=dict(zip(checkpoints, masks)) if masks else None,
                            sweep_csv=sweep_csv, overlay_images=int(figure_config["overlay_images"]),
                            gallery_images=int(figure_config["gallery_images"]), resamples=resamples, seed=seed)
     if masks:
-        from decoders import load_selected
+        import numpy as np
+
         from evaluate.atomic import read_json
 
-        _, settings = load_selected(selected)
         manifest = read_json(manifest_file)
-        image_id, vector = eigenvector_of_image(manifest, keys480, settings, figure_config["eigenvector_image"],
-                                                dataset["name"])
+        with np.load(eigenvector_file) as saved:
+            image_id, vector = int(saved["image_id"]), saved["vector"]
         image_path = Path(dataset["images"]) / manifest["files"][manifest["image_ids"].index(image_id)]
         figure = out / f"eigenvector_{dataset['name']}_{image_id}.png"
         eigenvector_figure(image_path, vector, figure, title=f"{reference}, image {image_id}")
         files.append(figure)
     log.info("wrote %d figures", len(files))
+
+
+def eigenvector(smk: Any) -> None:
+    """The eigenvector figure's data: the reference checkpoint's first cut on one image of a data set.
+
+    Its own job, so the figures never read keys480 (which `features.keep: false` deletes once decoded) and adding a
+    checkpoint never re-extracts the reference. Output npz: image_id () int64, vector (30, 30) float32.
+    """
+    keys480 = [str(p) for p in smk.input.keys480]
+    manifest_file, selected = Path(smk.input.manifest), str(smk.input.selected)
+    image: int | None = smk.params.image
+    dataset_name: str = smk.wildcards.dataset
+    out = Path(smk.output[0])
+
+    import numpy as np
+
+    from decoders import load_selected
+    from evaluate.atomic import atomic_path, read_json
+    from decoders.shards import eigenvector_of_image
+
+    _, settings = load_selected(selected)
+    image_id, vector = eigenvector_of_image(read_json(manifest_file), keys480, settings, image, dataset_name)
+    with atomic_path(out) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, image_id=np.int64(image_id), vector=np.asarray(vector, dtype=np.float32))
 
 
 def html_report(smk: Any) -> None:

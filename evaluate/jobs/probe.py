@@ -33,7 +33,7 @@ def train_probe(smk: Any) -> None:
     classes = probe_classes(train.categories, annotations)
     setting = probe_setting(float(hyper["weight_decay"]), int(hyper["max_iter"]))
     identity = record_identity(config, checkpoint, checkpoint_file, dataset_name, "probe-train")
-    reader = FeatureReader(shard_dirs)
+    reader = FeatureReader(shard_dirs, kinds=("tokens224",))
     with open_labels(config, train, dataset_name, role="probe-train", purpose="probe-train",
                      checkpoint=checkpoint["name"], setting=setting, n_images=len(reader.image_ids)) as labels:
         patch_labels = dataset_patch_labels(train, reader.image_ids, class_index(classes, train.categories,
@@ -73,7 +73,7 @@ def score_probe(smk: Any) -> None:
     probe = LinearProbe.load(weights)
     evaluation = CocoDataset(images, annotations)
     class_of_category = class_index(training["classes"], evaluation.categories, annotations)
-    reader = FeatureReader(shard_dirs)
+    reader = FeatureReader(shard_dirs, kinds=("tokens224",))
     measures = score_eval_set(
         config, dataset=evaluation, dataset_name=dataset_name, checkpoint=checkpoint, checkpoint_file=checkpoint_file,
         kind="probe", purpose="probe-eval", setting=training["setting"], n_images=len(reader.image_ids),

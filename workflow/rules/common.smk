@@ -29,6 +29,7 @@ JOBS = {
     "demo_dataset": "evaluate.jobs.demo:demo_dataset",
     "demo_checkpoint": "evaluate.jobs.demo:demo_checkpoint",
     "manifest": "evaluate.jobs.features:manifest",
+    "preprocess": "evaluate.jobs.features:preprocess",
     "extract": "evaluate.jobs.features:extract",
     "sweep_decode": "evaluate.jobs.decoder:sweep_decode",
     "select_setting": "evaluate.jobs.decoder:select_setting",
@@ -40,6 +41,7 @@ JOBS = {
     "scores": "evaluate.jobs.ledger:scores",
     "tables": "evaluate.jobs.ledger:tables",
     "figures": "evaluate.jobs.ledger:figures",
+    "eigenvector": "evaluate.jobs.ledger:eigenvector",
     "html_report": "evaluate.jobs.ledger:html_report",
 }
 CODE = {rule: job_code_hash(job, SCRIPT) for rule, job in JOBS.items()}
@@ -56,6 +58,11 @@ wildcard_constraints:
 
 
 # ------------------------------------------------------------------------------------------- config as params
+
+
+def feature_output(pattern):
+    """keys480/tokens224 kept, or temp() (deleted once their decoder and probe jobs ran) by `features.keep`."""
+    return pattern if config["features"]["keep"] else temp(pattern)
 
 
 def dataset_params(name):
@@ -134,7 +141,7 @@ def select_setting_inputs(wildcards):
 
 def train_probe_inputs(wildcards):
     return {
-        "train": feature_shards(wildcards.checkpoint, PROBE_TRAIN_DATASET),
+        "train": feature_shards(wildcards.checkpoint, PROBE_TRAIN_DATASET, paths.TOKENS224),
         "annotations": DATASETS[PROBE_TRAIN_DATASET].annotations,
         "manifest": paths.MANIFEST.format(dataset=PROBE_TRAIN_DATASET),
         "checkpoint": CHECKPOINTS[wildcards.checkpoint].path,
@@ -146,7 +153,7 @@ def score_probe_inputs(wildcards):
     return {
         "weights": paths.PROBE_WEIGHTS.format(checkpoint=c),
         "training": paths.PROBE_TRAINING.format(checkpoint=c),
-        "features": feature_shards(c, d),
+        "features": feature_shards(c, d, paths.TOKENS224),
         "annotations": DATASETS[d].annotations,
         "manifest": paths.MANIFEST.format(dataset=d),
         "checkpoint": CHECKPOINTS[c].path,
@@ -189,13 +196,20 @@ def figure_dataset():
     return EVAL_DATASETS[0] if SELECT_DATASET and EVAL_DATASETS else None
 
 
+def eigenvector_inputs(wildcards):
+    return {
+        "keys480": feature_shards(wildcards.checkpoint, wildcards.dataset, paths.KEYS480),
+        "manifest": paths.MANIFEST.format(dataset=wildcards.dataset),
+        "selected": paths.SELECTED,
+    }
+
+
 def figure_inputs(wildcards):
     inputs = {"scores": paths.SCORES_CSV, "records": all_records()}
     d = figure_dataset()
     if d:
         inputs["masks"] = [paths.MASKS.format(checkpoint=c, dataset=d) for c in CHECKPOINTS]
         inputs["manifest"] = paths.MANIFEST.format(dataset=d)
-        inputs["keys480"] = feature_shards(REFERENCE, d, paths.KEYS480)
-        inputs["selected"] = paths.SELECTED
+        inputs["eigenvector"] = paths.EIGENVECTOR.format(checkpoint=REFERENCE, dataset=d)
         inputs["sweep"] = paths.SWEEP_TABLE
     return inputs

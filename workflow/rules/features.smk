@@ -19,13 +19,40 @@ checkpoint manifest:
         "../scripts/run_job.py"
 
 
+rule preprocess:
+    """A shard's images decoded and resized once (both readings, uint8) in `features.workers` processes, into
+    results/inputs/{dataset}/{shard}/; the .json beside it stays as the record that they were made."""
+    input:
+        manifest=paths.MANIFEST,
+    output:
+        record=paths.INPUTS_RECORD,
+    log:
+        "logs/preprocess/{dataset}/{shard}.log",
+    benchmark:
+        "benchmarks/preprocess/{dataset}/{shard}.tsv"
+    threads: config["features"]["workers"]
+    resources:
+        mem_mb=2000,
+        runtime=60,
+    params:
+        dataset=dataset_of,
+        job=JOBS["preprocess"],
+        code=CODE["preprocess"],
+    script:
+        "../scripts/run_job.py"
+
+
+# The decoded inputs' folder is not a declared file: where it is gone (features.keep false drops it), extract decodes
+# the images itself, to the same bytes; a declared temporary file would instead make every finished extract re-run
+# when a new checkpoint needs the shard decoded again. With features.keep false keys480 and tokens224 are temporary.
 rule extract:
     input:
         checkpoint=checkpoint_path,
         manifest=paths.MANIFEST,
+        inputs=paths.INPUTS_RECORD,
     output:
-        keys480=paths.KEYS480,
-        tokens224=paths.TOKENS224,
+        keys480=feature_output(paths.KEYS480),
+        tokens224=feature_output(paths.TOKENS224),
         image_ids=paths.IMAGE_IDS,
         meta=paths.FEATURES_META,
     log:

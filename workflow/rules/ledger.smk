@@ -85,3 +85,21 @@ rule html_report:
         code=CODE["html_report"],
     script:
         "../scripts/run_job.py"
+
+
+rule eigenvector:
+    """The eigenvector figure's data, from the reference checkpoint's keys480 (so the figures never read keys)."""
+    input:
+        unpack(eigenvector_inputs),
+    output:
+        paths.EIGENVECTOR,
+    log:
+        "logs/eigenvector/{checkpoint}/{dataset}.log",
+    benchmark:
+        "benchmarks/eigenvector/{checkpoint}/{dataset}.tsv"
+    params:
+        image=config["figures"]["eigenvector_image"],
+        job=JOBS["eigenvector"],
+        code=CODE["eigenvector"],
+    script:
+        "../scripts/run_job.py"

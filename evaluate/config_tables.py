@@ -1,0 +1,139 @@
+"""The config's checkpoints and data sets as plain tables: names that are safe folder names, checkpoints found by
+glob patterns, data-set roles. A leaf module (it imports nothing of the project's but its errors), so a job that
+needs the run's checkpoint list does not carry the whole experiment in its code hash.
+
+- Names of checkpoints and data sets become folder names under `results/`; they must match `[A-Za-z0-9._-]+` and
+  may not be `.` or `..`.
+- A checkpoint is named explicitly (name -> path, run, epoch) or discovered by a glob pattern whose `{run}` and
+  `{epoch}` fields are read from each matching path (name: `{run}-ep{epoch:04d}`, or `{prefix}{run}-ep…` with a
+  prefix).
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from evaluate import ConfigError
+
+NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
+ROLES = ("select", "eval", "probe-train")
+
+
+
+
+def check_name(name: str, where: str) -> str:
+    """`name` if it is safe as a single path component, else a ConfigError naming `where`."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name in (".", ".."):
+        raise ConfigError(
+            f"config.yaml: {where} name {name!r} is not allowed: names become folders under results/, "
+            "so use only letters, digits, '.', '_' and '-' (and not '.' or '..')"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    name: str
+    path: str
+    run: str
+    epoch: int
+    which: str = "teacher"
+    demo: dict | None = None
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    images: str
+    annotations: str
+    roles: tuple[str, ...]
+    sealed: bool = False
+    budget: int | None = None
+    demo: dict | None = None
+    probe: bool = True  # scored by the probe when it is an eval data set (config: datasets.<name>.probe)
+
+
+def _pattern_regex(pattern: str) -> tuple[str, re.Pattern]:
+    """A glob and a regex for a pattern with `{run}` and `{epoch}` fields."""
+    if "{run}" not in pattern or "{epoch}" not in pattern:
+        raise ConfigError(f"config.yaml: checkpoint_globs pattern {pattern!r} must contain both {{run}} and {{epoch}}")
+    glob_form = pattern.replace("{run}", "*").replace("{epoch}", "*")
+    parts = re.split(r"(\{run\}|\{epoch\})", pattern)
+    regex = ""
+    for part in parts:
+        if part == "{run}":
+            regex += r"(?P<run>[^/]+?)"
+        elif part == "{epoch}":
+            regex += r"(?P<epoch>\d+)"
+        else:
+            regex += re.escape(part)
+    return glob_form, re.compile("^" + regex + "$")
+
+
+def discover_checkpoints(pattern: str, prefix: str = "", which: str = "teacher") -> list[Checkpoint]:
+    """Checkpoints whose paths match `pattern` (with `{run}` and `{epoch}` fields), sorted by run then epoch."""
+    glob_form, regex = _pattern_regex(pattern)
+    found = []
+    for path in sorted(glob.glob(glob_form)):
+        m = regex.match(path)
+        if not m:
+            continue
+        run, epoch = m.group("run"), int(m.group("epoch"))
+        check_name(run, f"checkpoint_globs: the run read from {path!r} by pattern {pattern!r}:")
+        name = check_name(f"{prefix}{run}-ep{epoch:04d}", f"checkpoint discovered from {path}:")
+        found.append(Checkpoint(name=name, path=path, run=run, epoch=epoch, which=which))
+    return sorted(found, key=lambda c: (c.run, c.epoch))
+
+
+def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
+    """All checkpoints of the experiment, explicit ones first, by name; duplicate names are an error."""
+    table: dict[str, Checkpoint] = {}
+    for name, entry in (config.get("checkpoints") or {}).items():
+        check_name(name, "checkpoints:")
+        check_name(str(entry.get("run", name)), f"checkpoints.{name}.run:")
+        table[name] = Checkpoint(
+            name=name,
+            path=str(entry["path"]),
+            run=str(entry.get("run", name)),  # a derived default: the run of an unnamed checkpoint is its name
+            epoch=int(entry["epoch"]),
+            which=entry["which"],
+            demo=entry.get("demo"),
+        )
+    for spec in config.get("checkpoint_globs") or []:
+        for ckpt in discover_checkpoints(spec["pattern"], spec["prefix"], spec["which"]):
+            if ckpt.name in table:
+                raise ConfigError(
+                    f"config.yaml: checkpoint name {ckpt.name!r} from pattern {spec['pattern']!r} "
+                    f"({ckpt.path}) clashes with another checkpoint of that name; give the pattern a 'prefix'"
+                )
+            table[ckpt.name] = ckpt
+    return table
+
+
+def dataset_table(config: dict[str, Any]) -> dict[str, Dataset]:
+    """All data sets of the experiment, by name."""
+    table = {}
+    for name, entry in (config.get("datasets") or {}).items():
+        check_name(name, "datasets:")
+        roles = tuple(entry.get("roles") or ())
+        for role in roles:
+            if role not in ROLES:
+                raise ConfigError(f"config.yaml: datasets.{name}.roles: unknown role {role!r} (known: {', '.join(ROLES)})")
+        sealed = bool(entry["sealed"])
+        budget = entry.get("budget")
+        if sealed and budget is None:
+            raise ConfigError(f"config.yaml: datasets.{name} is sealed but has no 'budget' (how often its labels may be opened)")
+        table[name] = Dataset(
+            name=name,
+            images=str(entry["images"]),
+            annotations=str(entry["annotations"]),
+            roles=roles,
+            sealed=sealed,
+            budget=None if budget is None else int(budget),
+            demo=entry.get("demo"),
+            probe=bool(entry["probe"]),
+        )
+    return table
