@@ -61,7 +61,9 @@ class Architecture:
     `recognise` may return; recognise(state) -> variant or None; to_backbone(state, variant) -> (backbone state
     dict, dropped keys); full_form(backbone, variant, layout) -> the network's full state dict for writing a file
     (layout "dino": class token, a class row in a 197-row table where there is a table, final norm (XCiT: and its two
-    class-attention blocks); "deit3": class token, the 196-row table unchanged, final norm and a 1000-class head);
+    class-attention blocks); "deit3": class token, the 196-row table unchanged, final norm and a 1000-class head;
+    "backbone": nothing added), in the variant's naming (Aug-ViT: with its stored index matrices, as the authors'
+    code saves them);
     build(variant) -> the network (random initialisation); ddp_teacher: DINO wraps this network's teacher in
     DistributedDataParallel (it holds BatchNorm), so training checkpoints read `module.backbone.*`.
     """
@@ -150,9 +152,11 @@ def _vit_extras_dropped(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[
 def _vit_full_form(backbone: Mapping[str, Tensor], layout: str) -> dict[str, Tensor]:
     """A ViT backbone with a class token, final norm and (layout "dino") a class row in the table, or (layout
     "deit3") the table unchanged and a 1000-class head; the extra weights are seeded (1)."""
+    out = dict(backbone)
+    if layout == "backbone":
+        return out
     dim = backbone["pos_embed"].shape[-1]
     gen = _gen(1)
-    out = dict(backbone)
     out["cls_token"] = torch.randn(1, 1, dim, generator=gen) * 0.02
     cls_pos = torch.randn(1, 1, dim, generator=gen) * 0.02
     if layout == "dino":
@@ -309,6 +313,8 @@ def _xcit_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) -
     if variant == "timm":
         old, new = XCIT_TIMM_POS
         out = {(old + key[len(new):] if key.startswith(new) else key): value for key, value in out.items()}
+    if layout == "backbone":
+        return out
     out["cls_token"] = torch.randn(1, 1, dim, generator=gen) * 0.02
     out.update(_xcit_class_attention(dim, gen, variant))
     out["norm.weight"] = torch.ones(dim)
@@ -352,7 +358,7 @@ def _refuse_unsupported(state: Mapping[str, Any]) -> None:
     cait = sorted({m.group(0) for key in state for m in [re.search(r"attn\.proj_[lw]\.|blocks_token_only\.", key)] if m})
     if cait:
         raise ArchitectureError(
-            f"found CaiT ({', '.join(cait)}*: talking-heads attention and class-attention blocks; "
+            f"found CaiT ({', '.join(m + '*' for m in cait)}: talking-heads attention and class-attention blocks; "
             f"{block_count(state)} blocks), which is not supported; {SUPPORTED}"
         )
 
@@ -411,12 +417,17 @@ def build(identified: Identified) -> nn.Module:
     return identified.architecture.build(identified.variant)
 
 
+LAYOUTS = ("dino", "deit3", "backbone")
+
+
 def full_form(backbone: Mapping[str, Tensor], variant: str | None = None, layout: str = "dino") -> dict[str, Tensor]:
     """A backbone-form state dict in the network's full form (see `Architecture`), for writing files.
 
     variant: the naming to write ("ls1.gamma" for timm's LayerScale names, "timm" for timm's XCiT names); default
     the backbone's own (Aug-ViT's mode is fixed by its keys).
     """
+    if layout not in LAYOUTS:
+        raise ArchitectureError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
     identified = identify(backbone)
     arch = identified.architecture
     variant = identified.variant if variant is None else variant

@@ -495,8 +495,7 @@ def _as_state(model_or_state: nn.Module | Mapping[str, Tensor]) -> dict[str, Ten
 
 def _training_state(teacher_backbone: dict[str, Tensor], student_backbone: dict[str, Tensor], fmt: str,
                     teacher_prefix: str = "backbone.") -> dict[str, Any]:
-    dim = teacher_backbone["patch_embed.proj.bias" if "patch_embed.proj.bias" in teacher_backbone
-                           else "pos_embeder.token_projection.bias"].shape[-1]
+    dim = teacher_backbone["blocks.0.norm1.weight"].shape[-1]
     heads = ("head.",) if fmt == "dino-train" else ("ca_head.", "c_head.", "p_head.")
     ddp = teacher_prefix.startswith("module.")
     teacher = {f"{teacher_prefix}{k}": v for k, v in teacher_backbone.items()}
@@ -540,7 +539,7 @@ def save_backbone(
     heads, an optimizer, epoch, args (argparse.Namespace) and a dino_loss center, as DINO's and SelfPatch's
     `train_*.py` save them; an XCiT teacher under `module.backbone.` as DINO's DistributedDataParallel teacher.
     naming: write another naming of the architecture ("ls1.gamma": timm's LayerScale names; "timm": timm's XCiT
-    names); default ours. "backbone" is written as it is. Returns the path.
+    names); default ours. Returns the path.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown checkpoint format {fmt!r}; known: {', '.join(FORMATS)}")
@@ -553,7 +552,7 @@ def save_backbone(
         return architectures.full_form(state, naming, layout)
 
     if fmt == "backbone":
-        state: dict[str, Any] = backbone
+        state: dict[str, Any] = full(backbone, "backbone")
     elif fmt == "dino-backbone":
         state = full(backbone)
     elif fmt == "deit3":
@@ -562,7 +561,7 @@ def save_backbone(
         prefix = "module.backbone." if arch.ddp_teacher else "backbone."
         state = _training_state(full(backbone), full(student_backbone), fmt, prefix)
     else:
-        state = _training_state(backbone, student_backbone, fmt)
+        state = _training_state(full(backbone, "backbone"), full(student_backbone, "backbone"), fmt)
     with atomic_path(path) as tmp:
         if path.suffix == SAFETENSORS_SUFFIX:
             if fmt in TRAINING_FORMATS or fmt == "deit3":
