@@ -58,7 +58,7 @@ class Architecture:
     """One entry of the registry.
 
     name: the slug recorded in meta.json; title: for people; head_layout: "6x64" or "8x48"; variants: what
-    `recognise` may return; recognise(state) -> variant or None; to_backbone(state, variant) -> (backbone state
+    `recognise` may return, the main one first (what a freshly built demo network is); recognise(state) -> variant or None; to_backbone(state, variant) -> (backbone state
     dict, dropped keys); full_form(backbone, variant, layout) -> the network's full state dict for writing a file
     (layout "dino": class token, a class row in a 197-row table where there is a table, final norm (XCiT: and its two
     class-attention blocks); "deit3": class token, the 196-row table unchanged, final norm and a 1000-class head;
@@ -336,7 +336,8 @@ REGISTRY: dict[str, Architecture] = {
             _xcit_full_form, lambda variant: xcit.xcit_small_12_p16(), ddp_teacher=True,
         ),
         Architecture(
-            "augvit-s16", "Aug-ViT-S/16", "6x64", AUG_MODES, _recognise_augvit, _augvit_to_backbone,
+            "augvit-s16", "Aug-ViT-S/16", "6x64", ("circulant2", *[m for m in AUG_MODES if m != "circulant2"]),
+            _recognise_augvit, _augvit_to_backbone,
             _augvit_full_form, augvit_small,
         ),
         Architecture(

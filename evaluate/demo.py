@@ -13,13 +13,14 @@ The masks are exact by construction: each shape's mask is what pycocotools decod
 painted from those masks, and a shape partly hidden is annotated by an uncompressed RLE of its visible pixels.
 Scene i depends only on (seed, image id), and the same arguments give byte-identical files.
 
-`make_demo_checkpoint(path, fmt, seed)` saves a ViT-S/16 with DINO's *random* initialisation
-(`torch.manual_seed(seed)`) in one of the checkpoint formats. Its features mean nothing: it only exercises the
-pipeline (loading, feature extraction, decoding, scoring) end to end.
+`make_demo_checkpoint(path, fmt, seed, architecture)` saves a network of one of the registry's architectures
+(`evaluate.architectures`: ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16) with its authors' *random*
+initialisation (`torch.manual_seed(seed)`) in one of the checkpoint formats. Its features mean nothing: it only
+exercises the pipeline (loading, feature extraction, decoding, scoring) end to end.
 
 Command line:
     python -m evaluate.demo dataset OUT --n N --seed S [--first-id I]
-    python -m evaluate.demo checkpoint OUT --format F --seed S
+    python -m evaluate.demo checkpoint OUT --format F --seed S [--architecture A]
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pycocotools import mask as mask_utils
 
 from evaluate import EvaluationError
 from evaluate.atomic import write_bytes, write_json
+from evaluate.architectures import ARCHITECTURES
 from evaluate.checkpoints import FORMATS
 from evaluate.datasets import mask_area_bbox, quiet_pycocotools, rle_from_mask
 
@@ -48,7 +50,9 @@ CROWD_CATEGORY = 1  # a crowd is a cluster of small discs
 MIN_VISIBLE = 150  # px: a shape smaller than this (after occlusion) is not placed
 MAX_HIDDEN = 0.5  # a new shape may hide at most this share of an earlier shape
 PLACEMENT_TRIES = 30
-CHECKPOINT_FORMATS = FORMATS  # "dino-backbone", "dino-train", "selfpatch-train", "backbone"
+CHECKPOINT_FORMATS = FORMATS  # "dino-backbone", "dino-train", "selfpatch-train", "deit3", "backbone"
+DEMO_ARCHITECTURES = ARCHITECTURES  # "xcit-s12-16", "augvit-s16", "vit-s16-layerscale", "vit-s16"
+DEFAULT_ARCHITECTURE = "vit-s16"
 
 
 class DemoError(EvaluationError):
@@ -265,22 +269,26 @@ def make_demo_dataset(out_dir: str | os.PathLike, n_images: int, seed: int, firs
     return path
 
 
-def make_demo_checkpoint(path: str | os.PathLike, fmt: str, seed: int) -> Path:
-    """Save a randomly initialised ViT-S/16 (torch.manual_seed(seed), DINO's init) in format `fmt`.
+def make_demo_checkpoint(path: str | os.PathLike, fmt: str, seed: int, architecture: str = DEFAULT_ARCHITECTURE) -> Path:
+    """Save a randomly initialised network of `architecture` (torch.manual_seed(seed), its authors' init; Aug-ViT
+    in its main mode, circulant2) in format `fmt`.
 
     The weights are random: meaningless for science, they only exercise the pipeline. The global torch random
     state is left as it was.
     """
     import torch
 
-    from evaluate.backbone import vit_small
+    from evaluate.architectures import REGISTRY
     from evaluate.checkpoints import save_backbone
 
     if fmt not in CHECKPOINT_FORMATS:
         raise DemoError(f"checkpoint format must be one of {', '.join(CHECKPOINT_FORMATS)}, got {fmt!r}")
+    if architecture not in DEMO_ARCHITECTURES:
+        raise DemoError(f"demo architecture must be one of {', '.join(DEMO_ARCHITECTURES)}, got {architecture!r}")
+    arch = REGISTRY[architecture]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        model = vit_small()
+        model = arch.build(arch.variants[0])
     save_backbone(model, path, fmt)
     return Path(path)
 
@@ -293,16 +301,17 @@ def main(argv: list[str] | None = None) -> int:
     ds.add_argument("--n", type=int, default=16, help="number of images (default 16)")
     ds.add_argument("--seed", type=int, default=0)
     ds.add_argument("--first-id", type=int, default=1, help="first image id (default 1)")
-    ck = sub.add_parser("checkpoint", help="write a randomly initialised ViT-S/16 checkpoint (meaningless weights)")
+    ck = sub.add_parser("checkpoint", help="write a randomly initialised checkpoint (meaningless weights)")
     ck.add_argument("out")
     ck.add_argument("--format", default="dino-backbone", choices=CHECKPOINT_FORMATS)
     ck.add_argument("--seed", type=int, default=0)
+    ck.add_argument("--architecture", default=DEFAULT_ARCHITECTURE, choices=DEMO_ARCHITECTURES)
     args = parser.parse_args(argv)
     try:
         if args.what == "dataset":
             path = make_demo_dataset(args.out, args.n, args.seed, args.first_id)
         else:
-            path = make_demo_checkpoint(args.out, args.format, args.seed)
+            path = make_demo_checkpoint(args.out, args.format, args.seed, args.architecture)
     except EvaluationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

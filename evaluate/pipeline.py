@@ -82,10 +82,11 @@ def demo_dataset_job(smk) -> None:
 
 
 def demo_checkpoint_job(smk) -> None:
-    from evaluate.demo import make_demo_checkpoint
+    from evaluate.demo import DEFAULT_ARCHITECTURE, make_demo_checkpoint
 
     demo = smk.params.demo
-    make_demo_checkpoint(smk.output[0], fmt=demo["format"], seed=int(demo["seed"]))
+    make_demo_checkpoint(smk.output[0], fmt=demo["format"], seed=int(demo["seed"]),
+                         architecture=demo.get("architecture", DEFAULT_ARCHITECTURE))
 
 
 # ---------------------------------------------------------------------------------------------------- features
@@ -134,6 +135,7 @@ def extract_job(smk) -> None:
         "checkpoint_path": str(smk.input.checkpoint),
         "checkpoint_sha256": loaded.sha256,
         "checkpoint_format": loaded.format,
+        **loaded.architecture_meta(),  # architecture, architecture_variant, head_layout (DESIGN §9)
         "which": which,
         "dataset": smk.params.dataset["name"],
         "manifest_sha256": manifest["manifest_sha256"],

@@ -155,3 +155,43 @@ def test_command_line(tmp_path, capsys):
     assert (tmp_path / "c.pth").is_file()
     assert main(["dataset", str(tmp_path / "e"), "--n", "0"]) == 1
     assert "n_images must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "architecture,fmt,variant",
+    [("vit-s16-layerscale", "deit3", "gamma_1"), ("xcit-s12-16", "dino-backbone", "official"),
+     ("augvit-s16", "dino-train", "circulant2")],
+)
+def test_demo_checkpoint_of_each_new_architecture_is_seeded_and_not_degenerate(tmp_path, architecture, fmt, variant):
+    from evaluate.architectures import REGISTRY
+    from evaluate.checkpoints import load_backbone
+
+    path = make_demo_checkpoint(tmp_path / f"{architecture}.pth", fmt, seed=5, architecture=architecture)
+    loaded = load_backbone(path)
+    assert (loaded.format, loaded.architecture, loaded.variant) == (fmt, architecture, variant)
+    torch.manual_seed(5)
+    reference = REGISTRY[architecture].build(variant).state_dict()
+    state = loaded.model.state_dict()
+    assert state.keys() == reference.keys()
+    for key in reference:
+        assert torch.equal(state[key], reference[key]), key
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        for reading in (loaded.model.tokens(x), loaded.model.last_keys(x)):
+            assert torch.isfinite(reading).all()
+            assert reading.std(dim=1).min() > 1e-3  # tokens differ from each other in every channel
+
+
+def test_demo_checkpoint_bad_architecture(tmp_path):
+    with pytest.raises(DemoError, match="architecture"):
+        make_demo_checkpoint(tmp_path / "x.pth", "backbone", 0, architecture="cait-s24")
+
+
+def test_shipped_config_has_a_demo_checkpoint_of_every_architecture():
+    import yaml
+
+    from evaluate.architectures import ARCHITECTURES
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    demos = [entry["demo"] for entry in config["checkpoints"].values() if "demo" in entry]
+    assert {demo.get("architecture", "vit-s16") for demo in demos} == set(ARCHITECTURES)

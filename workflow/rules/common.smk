@@ -25,14 +25,15 @@ REFERENCE = EXP.reference_checkpoint
 CODE = {
     "datasets": source_hash(["evaluate/datasets.py"]),
     "features": source_hash(
-        ["evaluate/backbone.py", "evaluate/checkpoints.py", "evaluate/images.py", "evaluate/datasets.py",
-         "evaluate/features.py"]
+        ["evaluate/backbone.py", "evaluate/xcit.py", "evaluate/architectures.py", "evaluate/checkpoints.py",
+         "evaluate/images.py", "evaluate/datasets.py", "evaluate/features.py"]
     ),
     "decoder": source_hash(["decoders"]),
     "scores": source_hash(["decoders", "evaluate/scores.py", "evaluate/datasets.py", "evaluate/ledger.py"]),
     "probe": source_hash(["evaluate/probe.py", "evaluate/scores.py", "evaluate/datasets.py", "evaluate/ledger.py"]),
     "demo_dataset": source_hash(["evaluate/demo.py"]),
-    "demo_checkpoint": source_hash(["evaluate/demo.py", "evaluate/checkpoints.py", "evaluate/backbone.py"]),
+    "demo_checkpoint": source_hash(["evaluate/demo.py", "evaluate/checkpoints.py", "evaluate/backbone.py",
+                                    "evaluate/xcit.py", "evaluate/architectures.py"]),
 }
 
 
