@@ -227,7 +227,9 @@ class AugBlock(Block):
     u = LN1(Z); U = s (Z + MSA(u) + sum_t act(A_t u)); w = LN2(U); Z' = s (U + MLP(w) + sum_t act(M_t w)).
     mode "linear" / "circulant": T = 1 (`augs_attn`, `augs`: a Linear or a CirculantLinear), no activation, s = 1;
     "linear2" / "circulant2": T = 2 (`augs_attn.0`, `augs_attn2.0`, `augs.0`, `augs2.0`, each followed by GELU),
-    s = 3/4. The shortcuts never touch q, k, v: `keys` is the plain block's.
+    s = 3/4. The shortcuts never touch q, k, v: `keys` is the plain block's. Each half-step reads its normalised
+    tokens in one product, the input projection and the shortcuts stacked (`_fused`): [qkv | A_1 | A_2] and
+    [fc1 | M_1 | M_2], the circulant weights materialised once and cached.
     """
 
     def __init__(self, mode: str, dim: int = EMBED_DIM, num_heads: int = HEADS, mlp_hidden: int = MLP_HIDDEN):
@@ -249,18 +251,62 @@ class AugBlock(Block):
             self.augs_attn = projection()
             self.augs = projection()
             self.scale = 1.0
+        self._fused_cache: dict[str, tuple[tuple, tuple[Tensor, Tensor]]] = {}
 
-    def _half_step(self, x: Tensor, branch: nn.Module, u: Tensor, first: nn.Module, second: nn.Module | None) -> Tensor:
-        y = x + branch(u) + first(u)
-        if second is not None:
-            y = (y + second(u)) * self.scale
-        return y
+    def _shortcuts(self, half: str) -> list[nn.Module]:
+        """The projections beside MSA ("attn") or the MLP ("mlp"), in order."""
+        names = ("augs_attn", "augs_attn2") if half == "attn" else ("augs", "augs2")
+        layers = [getattr(self, name) for name in names if hasattr(self, name)]
+        return [layer[0] if isinstance(layer, nn.Sequential) else layer for layer in layers]
+
+    def _fused(self, half: str) -> tuple[Tensor, Tensor]:
+        """(weight, bias) of the half-step's input projection and its shortcuts stacked: [qkv | A_1 | A_2] (attn) or
+        [fc1 | M_1 | M_2] (mlp), so that one product reads the normalised tokens once. Cached while no gradient
+        flows; a cached pair is valid only for the very parameters, storage and versions it came from."""
+        first = self.attn.qkv if half == "attn" else self.mlp.fc1
+        shortcuts = self._shortcuts(half)
+        params = [first.weight, first.bias] + [p for layer in shortcuts for p in layer.parameters()]
+        cacheable = not (torch.is_grad_enabled() and any(p.requires_grad for p in params))
+        stamp = tuple((id(p), p.data_ptr(), p._version) for p in params) if cacheable else None
+        hit = self._fused_cache.get(half) if cacheable else None
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        weights = [first.weight] + [l.weight() if isinstance(l, CirculantLinear) else l.weight for l in shortcuts]
+        fused = (torch.cat(weights), torch.cat([first.bias] + [layer.bias for layer in shortcuts]))
+        if cacheable:
+            self._fused_cache[half] = (stamp, tuple(t.detach() for t in fused))
+        return fused
+
+    def _shortcut_sum(self, s: Tensor) -> Tensor:
+        """The shortcut outputs (B, N, T * C) summed over t, after GELU in the T = 2 modes."""
+        dim = self.norm1.normalized_shape[0]
+        if self.mode.endswith("2"):
+            s = F.gelu(s)
+            return s[..., :dim] + s[..., dim:]
+        return s
 
     def forward(self, x: Tensor) -> Tensor:
-        second_attn = getattr(self, "augs_attn2", None)
-        second_mlp = getattr(self, "augs2", None)
-        x = self._half_step(x, self.attn, self.norm1(x), self.augs_attn, second_attn)
-        return self._half_step(x, self.mlp, self.norm2(x), self.augs, second_mlp)
+        B, N, C = x.shape
+        # MSA half-step: one product gives q, k, v and the shortcuts' pre-activations
+        out = F.linear(self.norm1(x), *self._fused("attn"))
+        qkv = out[..., : 3 * C].reshape(B, N, 3, self.attn.num_heads, self.attn.head_dim).permute(2, 0, 3, 1, 4)
+        heads = attention(qkv[0], qkv[1], qkv[2]).transpose(1, 2).reshape(B, N, C)
+        x = x + self.attn.proj(heads) + self._shortcut_sum(out[..., 3 * C :])
+        if self.scale != 1.0:
+            x = x * self.scale
+        # MLP half-step: one product gives fc1's and the shortcuts' pre-activations
+        out = F.linear(self.norm2(x), *self._fused("mlp"))
+        hidden = self.mlp.fc1.out_features
+        if self.mode.endswith("2"):  # every part goes through GELU: fc1's hidden layer and both shortcuts
+            out = F.gelu(out)
+            shortcut = out[..., hidden : hidden + C] + out[..., hidden + C :]
+        else:
+            shortcut = out[..., hidden:]
+            out = F.gelu(out[..., :hidden])
+        x = x + self.mlp.fc2(out[..., :hidden]) + shortcut
+        if self.scale != 1.0:
+            x = x * self.scale
+        return x
 
 
 class VisionTransformer(nn.Module):

@@ -450,7 +450,8 @@ def test_single_shortcut_modes_with_zero_shortcuts_are_plain_vit(mode):
     plain = vit_small().eval()
     plain.load_state_dict({k: v for k, v in state.items() if ".augs" not in k})
     images = torch.randn(1, 3, 48, 48, generator=torch.Generator().manual_seed(18))
-    torch.testing.assert_close(readings(net, images), readings(plain, images), rtol=0, atol=1e-6)
+    # 1e-5, not bit for bit: the shortcuts share one product with qkv and fc1, which sums in another order
+    torch.testing.assert_close(readings(net, images), readings(plain, images), rtol=0, atol=1e-5)
 
 
 def test_circulant_index_matrix_is_block_circulant_with_1536_free_values():
