@@ -533,3 +533,18 @@ def test_unknown_weights_are_refused_saying_what_is_supported():
     with pytest.raises(ArchitectureError) as info:
         identify({"encoder.layer.0.weight": torch.zeros(1)})
     assert "encoder.layer.0.weight" in str(info.value) and architectures.SUPPORTED in str(info.value)
+
+
+def test_xcit_cached_position_encoding_follows_load_state_dict(xcit):
+    net = copy.deepcopy(xcit)
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(21))
+    with torch.inference_mode():
+        before = net.tokens(x)  # fills the 4 x 4 cache
+    state = {k: (-v if k.startswith("pos_embeder.") else v) for k, v in xcit.state_dict().items()}
+    net.load_state_dict(state)
+    fresh = xcit_small_12_p16().eval()
+    fresh.load_state_dict(state)
+    with torch.inference_mode():
+        after = net.tokens(x)
+        torch.testing.assert_close(after, fresh.tokens(x), rtol=0, atol=0)
+    assert (after - before).abs().max() > 1e-2
