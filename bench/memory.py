@@ -99,10 +99,10 @@ def main() -> int:
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-memory-"))
     root.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(REPO))
-    from evaluate.demo import make_demo_checkpoint
+    from evaluate.demo_checkpoints import make_demo_checkpoint
 
     checkpoint = root / "seeded.pth"
-    make_demo_checkpoint(checkpoint, "dino-backbone", seed=0)
+    make_demo_checkpoint(checkpoint, "dino-backbone", seed=0, architecture="vit-s16")
     peaks, walls = {}, {}
     for n in (args.small, args.large):
         work = root / f"n{n}"

@@ -34,7 +34,7 @@ COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 
 from evaluate.checkpoints import load_backbone  # noqa: E402
 from evaluate.datasets import CocoDataset  # noqa: E402
-from evaluate.demo import make_demo_checkpoint  # noqa: E402
+from evaluate.demo_checkpoints import make_demo_checkpoint  # noqa: E402
 from evaluate.features import extract_inputs, extract_shard  # noqa: E402
 from evaluate.inputs import BYTES_PER_IMAGE, DecodedInputs, StoredInputs, model_batches, preprocess_shard  # noqa: E402
 
@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     k = args.checkpoints
     root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     try:
-        models = [load_backbone(make_demo_checkpoint(root / f"c{i}.pth", FORMATS[i % len(FORMATS)], seed=i)).model
+        models = [load_backbone(make_demo_checkpoint(root / f"c{i}.pth", FORMATS[i % len(FORMATS)], seed=i,
+                                                       architecture="vit-s16")).model
                   for i in range(k)]
         load_before = os.getloadavg()
         print(f"{k} seeded checkpoints, coco2017-mini JPEGs; {len(ids)} images (network excluded), {len(net_ids)} "

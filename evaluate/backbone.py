@@ -1,4 +1,5 @@
-"""ViT-S/16 in SelfPatch form (DESIGN §1): DINO's vision transformer without class token and without final norm.
+"""The ViT-S/16 family in SelfPatch form (DESIGN §1, §9.1, §9.3): DINO's vision transformer without class token and
+without final norm, with its two variants, LayerScale (CaiT, DeiT III) and augmented shortcuts (Aug-ViT-S).
 
 Read it top to bottom like DINO's `vision_transformer.py`:
 
@@ -6,6 +7,11 @@ Read it top to bottom like DINO's `vision_transformer.py`:
     Attention    qkv 384 -> 1152 ordered [q | k | v], 6 heads x 64, softmax(q.k / 8) v, proj 384 -> 384
     Mlp          384 -> 1536, exact (erf) GELU, 1536 -> 384
     Block        U = Z + MSA(LN1(Z));  Z' = U + MLP(LN2(U));  LayerNorm eps 1e-6
+    LayerScaleBlock     U = Z + g1 * MSA(LN1(Z));  Z' = U + g2 * MLP(LN2(U));  g1, g2 (384,) per block
+    CirculantLinear     384 -> 384 whose weight is 4 x 4 circulant blocks of 96 x 96: weight_list[index_matrix]
+    AugBlock            U = s (Z + MSA(u) + sum_t act(A_t u)), u = LN1(Z);  Z' = s (U + MLP(w) + sum_t act(M_t w)),
+                        w = LN2(U); mode linear / circulant (T = 1, no act, s = 1) or linear2 / circulant2 (T = 2,
+                        GELU, s = 3/4), after the authors' `augvit_small_*`
     VisionTransformer   patch embedding + position table (resampled to the grid) + 12 blocks, nothing after
 
 Two readings leave the network (DESIGN §3):
@@ -21,6 +27,7 @@ Attention goes through `attention` below, which calls `torch.nn.functional.scale
 
 from __future__ import annotations
 
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +42,12 @@ HEADS = 6
 MLP_HIDDEN = 1536
 LN_EPS = 1e-6
 POS_GRID = 14  # the position table is trained for 224 x 224 inputs: a 14 x 14 grid of patches
+# LayerScale's initial gamma for a freshly built (random) network: CaiT's rule for depth <= 18. Trained checkpoints
+# bring their own gammas; this only matters for seeded demo networks.
+LAYERSCALE_INIT = 0.1
+AUG_MODES = ("linear", "circulant", "linear2", "circulant2")  # the authors' `augvit_small_<mode>` (DESIGN §9.3)
+AUG_BLOCKS = 4  # a circulant projection is AUG_BLOCKS x AUG_BLOCKS circulant blocks of (384 / AUG_BLOCKS)^2
+AUG_T2_SCALE = 0.75  # the T = 2 modes multiply each residual sum, identity included, by 3/4
 
 
 class BackboneInputError(EvaluationError, ValueError):
@@ -151,6 +164,151 @@ class Block(nn.Module):
         return self.attn.keys(self.norm1(x))
 
 
+class LayerScaleBlock(Block):
+    """Block with LayerScale (CaiT, DeiT III; DESIGN §9.1): U = Z + g1 * MSA(LN1(Z)); Z' = U + g2 * MLP(LN2(U)).
+
+    `gamma_1`, `gamma_2`: (384,) float, multiplying the branch outputs channel by channel after `attn.proj` and
+    `mlp.fc2`. 1,775,232 parameters. The keys (`keys`) are those of the plain block: g never reaches them.
+    """
+
+    def __init__(self, dim: int = EMBED_DIM, num_heads: int = HEADS, mlp_hidden: int = MLP_HIDDEN):
+        super().__init__(dim, num_heads, mlp_hidden)
+        self.gamma_1 = nn.Parameter(torch.full((dim,), LAYERSCALE_INIT))
+        self.gamma_2 = nn.Parameter(torch.full((dim,), LAYERSCALE_INIT))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.gamma_1 * self.attn(self.norm1(x))
+        return x + self.gamma_2 * self.mlp(self.norm2(x))
+
+
+def circulant_index_matrix(dim: int = EMBED_DIM, blocks: int = AUG_BLOCKS) -> Tensor:
+    """(dim, dim) int64: where each entry of a block-circulant weight comes from in its `weight_list`.
+
+    With b = dim / blocks: entry [b I + r, b J + c] = (blocks I + J) b + ((r - c) mod b), i.e. output block I and
+    input block J read their own b values, and within the block entry (r, c) depends on (r - c) mod b only (the
+    authors' `scipy.linalg.circulant(range(b))` offset per block).
+    """
+    if dim % blocks:
+        raise ValueError(f"{dim} channels do not split into {blocks} circulant blocks")
+    b = dim // blocks
+    r = torch.arange(dim)
+    within = (r[:, None] % b - r[None, :] % b) % b
+    block = (r[:, None] // b) * blocks + r[None, :] // b
+    return block * b + within
+
+
+class CirculantLinear(nn.Module):
+    """x W^T + bias with W (dim, dim) made of blocks x blocks circulant blocks: W = weight_list[index_matrix].
+
+    weight_list: (blocks^2 * dim / blocks,) = (1536,) float; bias (dim,). The index matrix is derived
+    (`circulant_index_matrix`), not a parameter and not in the state dict. 1,920 parameters at dim 384.
+    """
+
+    def __init__(self, dim: int = EMBED_DIM, blocks: int = AUG_BLOCKS):
+        super().__init__()
+        self.weight_list = nn.Parameter(torch.empty(blocks * dim))
+        self.bias = nn.Parameter(torch.empty(dim))
+        self.register_buffer("index_matrix", circulant_index_matrix(dim, blocks), persistent=False)
+        bound = dim**-0.5  # the authors' kaiming-uniform (a = sqrt 5) bound for fan-in dim, and their bias bound
+        nn.init.uniform_(self.weight_list, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def weight(self) -> Tensor:
+        """The materialised (dim, dim) weight."""
+        return self.weight_list[self.index_matrix]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight(), self.bias)
+
+
+class AugBlock(Block):
+    """Block with augmented shortcuts (Aug-ViT-S, DESIGN §9.3), after the authors' `Block(mode=...)`.
+
+    u = LN1(Z); U = s (Z + MSA(u) + sum_t act(A_t u)); w = LN2(U); Z' = s (U + MLP(w) + sum_t act(M_t w)).
+    mode "linear" / "circulant": T = 1 (`augs_attn`, `augs`: a Linear or a CirculantLinear), no activation, s = 1;
+    "linear2" / "circulant2": T = 2 (`augs_attn.0`, `augs_attn2.0`, `augs.0`, `augs2.0`, each followed by GELU),
+    s = 3/4. The shortcuts never touch q, k, v: `keys` is the plain block's. Each half-step reads its normalised
+    tokens in one product, the input projection and the shortcuts stacked (`_fused`): [qkv | A_1 | A_2] and
+    [fc1 | M_1 | M_2], the circulant weights materialised once and cached.
+    """
+
+    def __init__(self, mode: str, dim: int = EMBED_DIM, num_heads: int = HEADS, mlp_hidden: int = MLP_HIDDEN):
+        super().__init__(dim, num_heads, mlp_hidden)
+        if mode not in AUG_MODES:
+            raise ValueError(f"Aug-ViT mode must be one of {', '.join(AUG_MODES)}, got {mode!r}")
+        self.mode = mode
+
+        def projection() -> nn.Module:
+            return nn.Linear(dim, dim) if mode.startswith("linear") else CirculantLinear(dim, AUG_BLOCKS)
+
+        if mode.endswith("2"):
+            self.augs_attn = nn.Sequential(projection(), nn.GELU())
+            self.augs_attn2 = nn.Sequential(projection(), nn.GELU())
+            self.augs = nn.Sequential(projection(), nn.GELU())
+            self.augs2 = nn.Sequential(projection(), nn.GELU())
+            self.scale = AUG_T2_SCALE
+        else:
+            self.augs_attn = projection()
+            self.augs = projection()
+            self.scale = 1.0
+        self._fused_cache: dict[str, tuple[tuple, tuple[Tensor, Tensor]]] = {}
+
+    def _shortcuts(self, half: str) -> list[nn.Module]:
+        """The projections beside MSA ("attn") or the MLP ("mlp"), in order."""
+        names = ("augs_attn", "augs_attn2") if half == "attn" else ("augs", "augs2")
+        layers = [getattr(self, name) for name in names if hasattr(self, name)]
+        return [layer[0] if isinstance(layer, nn.Sequential) else layer for layer in layers]
+
+    def _fused(self, half: str) -> tuple[Tensor, Tensor]:
+        """(weight, bias) of the half-step's input projection and its shortcuts stacked: [qkv | A_1 | A_2] (attn) or
+        [fc1 | M_1 | M_2] (mlp), so that one product reads the normalised tokens once. Cached while no gradient
+        flows; a cached pair is valid only for the very parameters, storage and versions it came from."""
+        first = self.attn.qkv if half == "attn" else self.mlp.fc1
+        shortcuts = self._shortcuts(half)
+        params = [first.weight, first.bias] + [p for layer in shortcuts for p in layer.parameters()]
+        cacheable = not (torch.is_grad_enabled() and any(p.requires_grad for p in params))
+        stamp = tuple((id(p), p.data_ptr(), p._version) for p in params) if cacheable else None
+        hit = self._fused_cache.get(half) if cacheable else None
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        weights = [first.weight] + [l.weight() if isinstance(l, CirculantLinear) else l.weight for l in shortcuts]
+        fused = (torch.cat(weights), torch.cat([first.bias] + [layer.bias for layer in shortcuts]))
+        if cacheable:
+            self._fused_cache[half] = (stamp, tuple(t.detach() for t in fused))
+        return fused
+
+    def _shortcut_sum(self, s: Tensor) -> Tensor:
+        """The shortcut outputs (B, N, T * C) summed over t, after GELU in the T = 2 modes."""
+        dim = self.norm1.normalized_shape[0]
+        if self.mode.endswith("2"):
+            s = F.gelu(s)
+            return s[..., :dim] + s[..., dim:]
+        return s
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, N, C = x.shape
+        # MSA half-step: one product gives q, k, v and the shortcuts' pre-activations
+        out = F.linear(self.norm1(x), *self._fused("attn"))
+        qkv = out[..., : 3 * C].reshape(B, N, 3, self.attn.num_heads, self.attn.head_dim).permute(2, 0, 3, 1, 4)
+        heads = attention(qkv[0], qkv[1], qkv[2]).transpose(1, 2).reshape(B, N, C)
+        x = x + self.attn.proj(heads) + self._shortcut_sum(out[..., 3 * C :])
+        if self.scale != 1.0:
+            x = x * self.scale
+        # MLP half-step: one product gives fc1's and the shortcuts' pre-activations
+        out = F.linear(self.norm2(x), *self._fused("mlp"))
+        hidden = self.mlp.fc1.out_features
+        if self.mode.endswith("2"):  # every part goes through GELU: fc1's hidden layer and both shortcuts
+            out = F.gelu(out)
+            shortcut = out[..., hidden : hidden + C] + out[..., hidden + C :]
+        else:
+            shortcut = out[..., hidden:]
+            out = F.gelu(out[..., :hidden])
+        x = x + self.mlp.fc2(out[..., :hidden]) + shortcut
+        if self.scale != 1.0:
+            x = x * self.scale
+        return x
+
+
 class VisionTransformer(nn.Module):
     """ViT-S/16, SelfPatch form: patch_embed, pos_embed (1, 196, 384), 12 blocks; no class token, no final norm.
 
@@ -165,13 +323,17 @@ class VisionTransformer(nn.Module):
         depth: int = DEPTH,
         num_heads: int = HEADS,
         mlp_hidden: int = MLP_HIDDEN,
+        block: Callable[[], Block] | None = None,
     ):
+        """block: builds one block (default: the plain `Block(embed_dim, num_heads, mlp_hidden)`)."""
         super().__init__()
         self.patch_size = patch_size
         self.embed_dim = embed_dim
         self.patch_embed = PatchEmbed(patch_size, 3, embed_dim)
         self.pos_embed = nn.Parameter(torch.zeros(1, POS_GRID * POS_GRID, embed_dim))
-        self.blocks = nn.ModuleList([Block(embed_dim, num_heads, mlp_hidden) for _ in range(depth)])
+        if block is None:
+            block = lambda: Block(embed_dim, num_heads, mlp_hidden)  # noqa: E731
+        self.blocks = nn.ModuleList([block() for _ in range(depth)])
         # Resampled position tables per grid. A cached table is valid only for the very tensor, storage and version
         # it came from, so loading a state dict (an in-place copy bumps the version) or swapping the parameter
         # invalidates it.
@@ -244,3 +406,15 @@ class VisionTransformer(nn.Module):
 def vit_small() -> VisionTransformer:
     """ViT-S/16 in SelfPatch form: 384 wide, 12 blocks, 6 heads, MLP 1536; DINO's random initialisation."""
     return VisionTransformer(patch_size=PATCH, embed_dim=EMBED_DIM, depth=DEPTH, num_heads=HEADS, mlp_hidden=MLP_HIDDEN)
+
+
+def vit_small_layerscale() -> VisionTransformer:
+    """ViT-S/16 with LayerScale (DESIGN §9.1), SelfPatch form: 21,673,344 parameters; gammas start at 0.1."""
+    return VisionTransformer(block=LayerScaleBlock)
+
+
+def augvit_small(mode: str = "circulant2") -> VisionTransformer:
+    """Aug-ViT-S/16 (DESIGN §9.3), SelfPatch form; mode one of AUG_MODES (circulant2: 21,756,288 parameters)."""
+    if mode not in AUG_MODES:
+        raise ValueError(f"Aug-ViT mode must be one of {', '.join(AUG_MODES)}, got {mode!r}")
+    return VisionTransformer(block=lambda: AugBlock(mode))

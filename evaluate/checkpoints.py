@@ -1,4 +1,4 @@
-"""Checkpoint files: read them safely, recognise their format, take the ViT-S/16 backbone out (DESIGN §2).
+"""Checkpoint files: read them safely, recognise their format and architecture, take the backbone out (DESIGN §2, §9).
 
 Every checkpoint is an untrusted file. Pickled (`torch.save`) files are read with `torch.load(weights_only=True)`
 and a short allow-list of harmless types that real training checkpoints hold (`SAFE_GLOBALS`): `argparse.Namespace`
@@ -17,21 +17,33 @@ Formats, recognised by their keys (`detect_format`), each converted by one small
 |                   | `head.*`                                                        | dropped, then as dino-backbone |
 | "selfpatch-train" | like DINO's; teacher `backbone.*` in SelfPatch form (no class   | teacher `backbone.*`; the      |
 |                   | token, no norm), `ca_head.*`, `c_head.*`, `p_head.*`             | heads are dropped              |
-| "backbone"        | exactly the names of DESIGN §1                                   | as is                          |
+| "deit3"           | DeiT III's `{"model": ...}`: `cls_token`, a 196-row `pos_embed`   | `model` (`module.` stripped),  |
+|                   | (no class row), blocks, `norm.*`, `head.*`                       | `head.*` dropped, then as      |
+|                   |                                                                 | dino-backbone                  |
+| "backbone"        | exactly the names of DESIGN §1 (§9: of the architecture)         | as is                          |
+
+The format says how the network's state dict is wrapped; the architecture inside it (ViT-S/16, with LayerScale or
+augmented shortcuts, or XCiT-S12/16) is recognised from its keys and shapes by the registry
+(`evaluate.architectures`), whose converter for that architecture takes out what the class-token-free backbone form
+leaves out (class token, a class row of the position table, final norm, XCiT's class-attention blocks, Aug-ViT's
+derived index matrices) and renames other namings (timm's `ls1.gamma`, XCiT's `pos_embed.`) to ours.
 
 Student weights (`student`, keys `module.backbone.*` from DistributedDataParallel) are read only when asked for
-with `which="student"`. Prefixes (`module.`, `backbone.`) are stripped only where a key starts with them.
+with `which="student"`. A teacher may read `backbone.*` or, where DINO wrapped it in DistributedDataParallel (XCiT,
+whose BatchNorm makes DINO convert and wrap it), `module.backbone.*`. Prefixes (`module.`, `backbone.`) are stripped
+only where a key starts with them.
 
 safetensors files hold any of these formats as tensors. A backbone format is stored flat, as its own state dict. A
 training checkpoint is stored flattened one level: each tensor of its `student`, `teacher` and `dino_loss` state
-dicts under `<group>.<key>` (e.g. `teacher.backbone.blocks.0.attn.qkv.weight`,
+dicts (and DeiT III's `model`) under `<group>.<key>` (e.g. `teacher.backbone.blocks.0.attn.qkv.weight`,
 `student.module.backbone.pos_embed`); the non-tensor parts (`optimizer`, `args`) are not stored, `epoch` and the
 format go in the string metadata. `read_checkpoint_file` nests such a flat file back by its first name component, so
 the same conversions apply.
 
 After conversion the backbone is loaded strictly (`load_backbone`): a missing or unexpected key, a wrong shape
 (ViT-B's 768 wide tensors, patch 8), a non-float or non-finite tensor is a `CheckpointError` naming the file and the
-keys. The file's sha256 travels with the model in `LoadedCheckpoint`.
+keys; an unsupported architecture (CaiT, XCiT patch 8, another width, patch or depth) also says what was found and
+what is supported. The file's sha256 and the architecture travel with the model in `LoadedCheckpoint`.
 """
 
 from __future__ import annotations
@@ -53,15 +65,18 @@ from torch import Tensor, nn
 
 from evaluate import EvaluationError
 from evaluate.atomic import atomic_path
-from evaluate.backbone import VisionTransformer, vit_small
+from evaluate import architectures
+from evaluate.architectures import ArchitectureError, Identified
+from evaluate.backbone import CirculantLinear, circulant_index_matrix
 from evaluate.provenance import sha256_file
 
-FORMATS = ("dino-backbone", "dino-train", "selfpatch-train", "backbone")
+FORMATS = ("dino-backbone", "dino-train", "selfpatch-train", "deit3", "backbone")
 TRAINING_FORMATS = ("dino-train", "selfpatch-train")
 WHICH = ("teacher", "student")
 # The groups of a training checkpoint that hold tensors; a flat safetensors file stores them as `<group>.<key>`.
 TRAINING_GROUPS = ("student", "teacher", "dino_loss")
-DINO_EXTRAS = ("cls_token", "norm.weight", "norm.bias")
+DEIT3_GROUP = "model"  # DeiT III's file: {"model": state dict}, stored flat as `model.<key>` in safetensors
+NESTED_GROUPS = TRAINING_GROUPS + (DEIT3_GROUP,)
 SAFETENSORS_SUFFIX = ".safetensors"
 SHOW_KEYS = 5  # how many offending keys an error lists before counting the rest
 
@@ -85,23 +100,32 @@ SAFE_GLOBALS: list[Callable | tuple[Callable, str]] = [
 
 
 class CheckpointError(EvaluationError):
-    """A checkpoint file that cannot be read or does not hold a ViT-S/16 backbone; the message names the file."""
+    """A checkpoint file that cannot be read or does not hold a supported backbone; the message names the file."""
 
 
 @dataclass
 class LoadedCheckpoint:
     """A backbone loaded from a checkpoint file.
 
-    model: the VisionTransformer in eval mode, float32 on CPU; format: one of FORMATS; sha256: of the file's bytes;
+    model: the network in eval mode, float32 on CPU (`evaluate.backbone.VisionTransformer` or
+    `evaluate.xcit.XCiT`: both have `last_keys` and `tokens`); format: one of FORMATS; sha256: of the file's bytes;
     path: the file; dropped: the keys of the selected state dict that were not taken (e.g. `cls_token`,
-    `pos_embed[0]`, `norm.weight`, heads).
+    `pos_embed[0]`, `norm.weight`, heads); architecture: a name of `evaluate.architectures.REGISTRY`; variant: its
+    variant (LayerScale naming, Aug-ViT mode, XCiT naming, "plain"); head_layout: "6x64" or "8x48".
     """
 
-    model: VisionTransformer
+    model: nn.Module
     format: str
     sha256: str
     path: Path
     dropped: list[str] = field(default_factory=list)
+    architecture: str = "vit-s16"
+    variant: str = "plain"
+    head_layout: str = "6x64"
+
+    def architecture_meta(self) -> dict[str, str]:
+        """The architecture fields recorded in meta.json: architecture, architecture_variant, head_layout."""
+        return {"architecture": self.architecture, "architecture_variant": self.variant, "head_layout": self.head_layout}
 
 
 # ----------------------------------------------------------------------------------------------------- reading files
@@ -206,7 +230,7 @@ def unflatten_training_groups(flat: Mapping[str, Tensor]) -> dict[str, Any]:
     -> {"teacher": {"backbone.pos_embed": t}, "student": {"module.backbone.pos_embed": s}}.
     A backbone state dict (no key starting with a group name) comes back unchanged.
     """
-    groups = tuple(f"{group}." for group in TRAINING_GROUPS)
+    groups = tuple(f"{group}." for group in NESTED_GROUPS)
     if not flat or not all(key.startswith(groups) for key in flat):
         return dict(flat)
     nested: dict[str, Any] = {}
@@ -217,10 +241,10 @@ def unflatten_training_groups(flat: Mapping[str, Tensor]) -> dict[str, Any]:
 
 
 def flatten_training_groups(state: Mapping[str, Any]) -> dict[str, Tensor]:
-    """The inverse of `unflatten_training_groups`: the tensors of the groups `student`, `teacher`, `dino_loss`
-    under `<group>.<key>`, each cloned (safetensors refuses shared storage). Other entries are left out."""
+    """The inverse of `unflatten_training_groups`: the tensors of the groups `student`, `teacher`, `dino_loss`,
+    `model` under `<group>.<key>`, each cloned (safetensors refuses shared storage). Other entries are left out."""
     flat: dict[str, Tensor] = {}
-    for group in TRAINING_GROUPS:
+    for group in NESTED_GROUPS:
         for key, value in (state.get(group) or {}).items():
             if isinstance(value, Tensor):
                 flat[f"{group}.{key}"] = value.detach().clone().contiguous()
@@ -246,19 +270,24 @@ def detect_format(state: Mapping[str, Any]) -> str:
     """One of FORMATS, decided by the keys of a checkpoint's top-level dict.
 
     A dict with a `teacher` or `student` dict is a training checkpoint: "dino-train" when its teacher backbone has
-    DINO's class token (`backbone.cls_token`), else "selfpatch-train". Otherwise a flat state dict: "dino-backbone"
-    when it has `cls_token`, "backbone" when it has `pos_embed` and `patch_embed.proj.weight` but no class token.
+    DINO's class token (`backbone.cls_token`, or `module.backbone.cls_token`), else "selfpatch-train". A dict with
+    a `model` dict is DeiT III's "deit3". Otherwise a flat state dict: "dino-backbone" when it has `cls_token`,
+    "backbone" when it has a patch embedding (`patch_embed.*`) and blocks but no class token.
     Anything else raises CheckpointError listing some of its keys.
     """
     teacher, student = state.get("teacher"), state.get("student")
     if isinstance(teacher, Mapping) or isinstance(student, Mapping):
-        keys = set(teacher) if isinstance(teacher, Mapping) else set(_strip_prefix(student, "module."))
+        chosen = teacher if isinstance(teacher, Mapping) else student
+        keys = set(_without_ddp_prefix(chosen))
         if "backbone.cls_token" in keys:
             return "dino-train"
         return "selfpatch-train"
+    if isinstance(state.get(DEIT3_GROUP), Mapping):
+        return "deit3"
     if "cls_token" in state:
         return "dino-backbone"
-    if "pos_embed" in state and "patch_embed.proj.weight" in state:
+    keys = [str(key) for key in state]
+    if any(key.startswith("patch_embed.") for key in keys) and any(key.startswith("blocks.") for key in keys):
         return "backbone"
     raise CheckpointError(
         "not a recognised checkpoint format (expected a DINO or SelfPatch backbone or training checkpoint); "
@@ -266,35 +295,39 @@ def detect_format(state: Mapping[str, Any]) -> str:
     )
 
 
+def _without_ddp_prefix(state: Mapping[str, Any]) -> dict[str, Any]:
+    """DistributedDataParallel's `module.` prefix removed where a key starts with it; other keys as they are."""
+    unprefixed = {key: value for key, value in state.items() if not key.startswith("module.")}
+    return {**unprefixed, **_strip_prefix(state, "module.")}
+
+
 def _convert_backbone(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Our own backbone: taken as it is."""
+    """Our own backbone: taken as it is (the architecture's converter may still rename another naming)."""
     return dict(state), []
 
 
 def _convert_dino_backbone(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """DINO's released backbone: drop `cls_token`, row 0 of `pos_embed` (the class position) and `norm.*`."""
-    taken = {key: value for key, value in state.items() if key not in DINO_EXTRAS}
-    dropped = [key for key in DINO_EXTRAS if key in state]
-    pos = taken.get("pos_embed")
-    if isinstance(pos, Tensor):
-        if pos.ndim != 3 or pos.shape[1] < 2:
-            raise CheckpointError(f"pos_embed has shape {tuple(pos.shape)}; a DINO table is (1, 1 + patches, dim)")
-        taken["pos_embed"] = pos[:, 1:]
-        dropped.append("pos_embed[0]")
-    return taken, dropped
+    """DINO's released backbone: the network's full state dict as it is; the architecture's converter drops
+    `cls_token`, row 0 of `pos_embed` (the class position), `norm.*` (and XCiT's class-attention blocks)."""
+    return dict(state), []
+
+
+def _convert_deit3(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """DeiT III's `{"model": ...}`: the model's state dict (`module.` stripped as a prefix), `head.*` dropped."""
+    model = _without_ddp_prefix(state[DEIT3_GROUP])
+    taken = {key: value for key, value in model.items() if not key.startswith("head.")}
+    return taken, sorted(key for key in model if key.startswith("head."))
 
 
 def _select_training_state(state: Mapping[str, Any], which: str) -> dict[str, Any]:
-    """The teacher's state dict, or the student's with DistributedDataParallel's `module.` prefix removed."""
+    """The teacher's or the student's state dict, DistributedDataParallel's `module.` prefix removed (the student's
+    always has it; an XCiT teacher has it too)."""
     if which not in WHICH:
         raise CheckpointError(f"which must be one of {WHICH}, got {which!r}")
     chosen = state.get(which)
     if not isinstance(chosen, Mapping):
         raise CheckpointError(f"training checkpoint has no {which!r} state dict (top-level keys: {_describe_keys(list(state))})")
-    if which == "student":
-        unprefixed = {key: value for key, value in chosen.items() if not key.startswith("module.")}
-        return {**unprefixed, **_strip_prefix(chosen, "module.")}
-    return dict(chosen)
+    return _without_ddp_prefix(chosen)
 
 
 def _take_backbone(weights: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -317,8 +350,9 @@ def _convert_selfpatch_train(state: Mapping[str, Any], which: str) -> tuple[dict
     return _take_backbone(_select_training_state(state, which))
 
 
-def convert_checkpoint(state: Mapping[str, Any], fmt: str, which: str = "teacher") -> tuple[dict[str, Tensor], list[str]]:
-    """(backbone state dict, dropped keys) for a checkpoint's top-level dict in format `fmt` (pure)."""
+def unwrap_checkpoint(state: Mapping[str, Any], fmt: str, which: str = "teacher") -> tuple[dict[str, Any], list[str]]:
+    """(the network's flat state dict, dropped keys) for a checkpoint's top-level dict in format `fmt` (pure):
+    the format's wrapping and heads taken off, the architecture's own extras still in."""
     if fmt in TRAINING_FORMATS:
         convert = _convert_dino_train if fmt == "dino-train" else _convert_selfpatch_train
         return convert(state, which)
@@ -326,16 +360,39 @@ def convert_checkpoint(state: Mapping[str, Any], fmt: str, which: str = "teacher
         raise CheckpointError(f"a {fmt} checkpoint holds one set of weights, no {which!r}; ask for the teacher")
     if fmt == "dino-backbone":
         return _convert_dino_backbone(state)
+    if fmt == "deit3":
+        return _convert_deit3(state)
     if fmt == "backbone":
         return _convert_backbone(state)
     raise CheckpointError(f"unknown checkpoint format {fmt!r}; known: {', '.join(FORMATS)}")
 
 
+def identify_checkpoint(
+    state: Mapping[str, Any], fmt: str, which: str = "teacher"
+) -> tuple[Identified, dict[str, Any], list[str]]:
+    """(architecture and variant, backbone state dict, dropped keys) for a checkpoint's top-level dict (pure)."""
+    network, dropped = unwrap_checkpoint(state, fmt, which)
+    try:
+        identified, weights, more = architectures.convert(network)
+    except ArchitectureError as exc:
+        raise CheckpointError(str(exc)) from None
+    return identified, weights, dropped + more
+
+
+def convert_checkpoint(state: Mapping[str, Any], fmt: str, which: str = "teacher") -> tuple[dict[str, Tensor], list[str]]:
+    """(backbone state dict, dropped keys) for a checkpoint's top-level dict in format `fmt` (pure)."""
+    _, weights, dropped = identify_checkpoint(state, fmt, which)
+    return weights, dropped
+
+
 # ----------------------------------------------------------------------------------------------------- strict loading
 
 
-def check_backbone_state(state: Mapping[str, Any], model: nn.Module) -> None:
-    """Raise CheckpointError unless `state` has exactly `model`'s keys, shapes, float dtypes and finite values."""
+def check_backbone_state(state: Mapping[str, Any], model: nn.Module, title: str = "ViT-S/16") -> None:
+    """Raise CheckpointError unless `state` has exactly `model`'s keys, shapes, float dtypes and finite values.
+
+    Integer buffers (BatchNorm's `num_batches_tracked`) must be integers; `title` names the network in the message.
+    """
     expected = model.state_dict()
     problems = []
     missing = [key for key in expected if key not in state]
@@ -354,16 +411,20 @@ def check_backbone_state(state: Mapping[str, Any], model: nn.Module) -> None:
     ]
     if shapes:
         problems.append(
-            f"{len(shapes)} wrong shapes, not a ViT-S/16 (384 wide, 16 x 16 patches): {_describe_keys(shapes)}"
+            f"{len(shapes)} wrong shapes, not a {title} (384 wide, 16 x 16 patches): {_describe_keys(shapes)}"
         )
     if problems:
         raise CheckpointError("; ".join(problems))
-    not_float = [key for key in expected if not state[key].is_floating_point()]
+    floats = [key for key, value in expected.items() if value.is_floating_point()]
+    not_float = [key for key in floats if not state[key].is_floating_point()]
+    not_int = [key for key in expected if key not in floats and state[key].is_floating_point()]
     if not_float:
         problems.append(f"non-float tensors: {_describe_keys([f'{k} ({state[k].dtype})' for k in not_float])}")
-    else:
+    if not_int:
+        problems.append(f"non-integer counters: {_describe_keys([f'{k} ({state[k].dtype})' for k in not_int])}")
+    if not problems:
         # a float64 sum is finite exactly when every element is (finite float32/16 values cannot overflow it)
-        bad = [key for key in expected if not math.isfinite(state[key].sum(dtype=torch.float64).item())]
+        bad = [key for key in floats if not math.isfinite(state[key].sum(dtype=torch.float64).item())]
         if bad:
             problems.append(f"NaN or infinite weights in {len(bad)} tensors: {_describe_keys(bad)}")
     if problems:
@@ -371,25 +432,46 @@ def check_backbone_state(state: Mapping[str, Any], model: nn.Module) -> None:
 
 
 def load_backbone(path: str | os.PathLike, which: str = "teacher") -> LoadedCheckpoint:
-    """Read `path`, detect its format, convert and strictly load the ViT-S/16 backbone (eval mode, CPU, float32).
+    """Read `path`, detect its format and architecture, convert and strictly load the backbone (eval mode, CPU,
+    float32; BatchNorm with the file's running statistics).
 
     which: "teacher" (default) or "student" (training checkpoints only). Every error is a CheckpointError whose
-    message starts with the file.
+    message starts with the file; an unsupported architecture's says what was found and what is supported.
     """
     path = Path(path)
     state = read_checkpoint_file(path)
     try:
         fmt = detect_format(state)
-        weights, dropped = convert_checkpoint(state, fmt, which)
+        identified, weights, dropped = identify_checkpoint(state, fmt, which)
         with torch.device("meta"):  # shapes only: the random initialisation would be thrown away
-            model = vit_small()
-        check_backbone_state(weights, model)
+            model = architectures.build(identified)
+        try:
+            check_backbone_state(weights, model, identified.architecture.title)
+        except CheckpointError as exc:
+            if architectures.supported_shape(weights, identified):
+                raise
+            found = architectures.describe(weights)
+            raise CheckpointError(f"found {found}, which is not supported ({architectures.SUPPORTED}); {exc}") from None
     except CheckpointError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
-    weights = {key: value.to(torch.float32).contiguous() for key, value in weights.items()}
+    weights = {
+        key: value.to(torch.float32).contiguous() if value.is_floating_point() else value.contiguous()
+        for key, value in weights.items()
+    }
     model.load_state_dict(weights, strict=True, assign=True)
+    _derive_buffers(model)
     model.eval()
-    return LoadedCheckpoint(model=model, format=fmt, sha256=sha256_file(path), path=path, dropped=dropped)
+    return LoadedCheckpoint(model=model, format=fmt, sha256=sha256_file(path), path=path, dropped=dropped,
+                            architecture=identified.name, variant=identified.variant,
+                            head_layout=identified.head_layout)
+
+
+def _derive_buffers(model: nn.Module) -> None:
+    """Rebuild the non-persistent buffers a meta-device model left empty (Aug-ViT's circulant index matrices)."""
+    for module in model.modules():
+        if isinstance(module, CirculantLinear):
+            dim = module.bias.shape[0]
+            module.index_matrix = circulant_index_matrix(dim, module.weight_list.shape[0] // dim)
 
 
 # ----------------------------------------------------------------------------------------------------- writing files
@@ -411,26 +493,15 @@ def _as_state(model_or_state: nn.Module | Mapping[str, Tensor]) -> dict[str, Ten
     return {key: value.detach().clone() for key, value in state.items()}
 
 
-def _dino_backbone_state(backbone: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """Our backbone in DINO's released form: a class token, its position as row 0 of pos_embed, a final norm."""
-    dim = backbone["pos_embed"].shape[-1]
-    gen = torch.Generator().manual_seed(1)
-    out = dict(backbone)
-    out["cls_token"] = torch.randn(1, 1, dim, generator=gen) * 0.02
-    cls_pos = torch.randn(1, 1, dim, generator=gen) * 0.02
-    out["pos_embed"] = torch.cat([cls_pos, backbone["pos_embed"]], dim=1)
-    out["norm.weight"] = torch.ones(dim) + torch.randn(dim, generator=gen) * 0.01
-    out["norm.bias"] = torch.randn(dim, generator=gen) * 0.01
-    return out
-
-
-def _training_state(teacher_backbone: dict[str, Tensor], student_backbone: dict[str, Tensor], fmt: str) -> dict[str, Any]:
-    dim = teacher_backbone["pos_embed"].shape[-1]
+def _training_state(teacher_backbone: dict[str, Tensor], student_backbone: dict[str, Tensor], fmt: str,
+                    teacher_prefix: str = "backbone.") -> dict[str, Any]:
+    dim = teacher_backbone["blocks.0.norm1.weight"].shape[-1]
     heads = ("head.",) if fmt == "dino-train" else ("ca_head.", "c_head.", "p_head.")
-    teacher = {f"backbone.{k}": v for k, v in teacher_backbone.items()}
+    ddp = teacher_prefix.startswith("module.")
+    teacher = {f"{teacher_prefix}{k}": v for k, v in teacher_backbone.items()}
     student = {f"module.backbone.{k}": v.clone() for k, v in student_backbone.items()}
     for seed, head in enumerate(heads):
-        teacher.update(_small_head(head, dim, seed))
+        teacher.update({f"module.{k}" if ddp else k: v for k, v in _small_head(head, dim, seed).items()})
         student.update({f"module.{k}": v for k, v in _small_head(head, dim, seed + 10).items()})
     n_params = len(student)
     return {
@@ -455,33 +526,47 @@ def save_backbone(
     fmt: str,
     *,
     student: nn.Module | Mapping[str, Tensor] | None = None,
+    naming: str | None = None,
 ) -> Path:
-    """Write a backbone (our names, DESIGN §1) as a checkpoint file in format `fmt` (one of FORMATS), atomically.
+    """Write a backbone (our names, DESIGN §1, §9) as a checkpoint file in format `fmt` (one of FORMATS), atomically.
 
-    The container follows the file name: `*.safetensors` writes safetensors (training formats flattened as in the
-    module docstring), anything else `torch.save`. "dino-backbone" adds a class token, its position as row 0 of a
-    (1, 197, 384) pos_embed and a final norm; the training formats wrap the backbone as the teacher (and as the
-    student, or `student` when given) beside small heads, an optimizer, epoch, args (argparse.Namespace) and a
-    dino_loss center, as DINO's and SelfPatch's `train_*.py` save them. Returns the path.
+    The container follows the file name: `*.safetensors` writes safetensors (training formats and DeiT III's
+    `model` flattened as in the module docstring), anything else `torch.save`. The architecture is recognised from
+    the backbone's keys. "dino-backbone" writes the network's full form (`evaluate.architectures.full_form`: a class
+    token, a class row in a (1, 197, 384) pos_embed, a final norm; XCiT's two class-attention blocks); "deit3"
+    writes `{"model": ...}` with the 196-row table unchanged and a 1000-class head; the training formats wrap the
+    backbone (DINO: in its full form) as the teacher (and as the student, or `student` when given) beside small
+    heads, an optimizer, epoch, args (argparse.Namespace) and a dino_loss center, as DINO's and SelfPatch's
+    `train_*.py` save them; an XCiT teacher under `module.backbone.` as DINO's DistributedDataParallel teacher.
+    naming: write another naming of the architecture ("ls1.gamma": timm's LayerScale names; "timm": timm's XCiT
+    names); default ours. Returns the path.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown checkpoint format {fmt!r}; known: {', '.join(FORMATS)}")
     path = Path(path)
     backbone = _as_state(model_or_state)
     student_backbone = _as_state(student) if student is not None else backbone
+    arch = architectures.identify(backbone).architecture
+
+    def full(state: dict[str, Tensor], layout: str = "dino") -> dict[str, Tensor]:
+        return architectures.full_form(state, naming, layout)
+
     if fmt == "backbone":
-        state: dict[str, Any] = backbone
+        state: dict[str, Any] = full(backbone, "backbone")
     elif fmt == "dino-backbone":
-        state = _dino_backbone_state(backbone)
+        state = full(backbone)
+    elif fmt == "deit3":
+        state = {DEIT3_GROUP: full(backbone, "deit3")}
     elif fmt == "dino-train":
-        state = _training_state(_dino_backbone_state(backbone), _dino_backbone_state(student_backbone), fmt)
+        prefix = "module.backbone." if arch.ddp_teacher else "backbone."
+        state = _training_state(full(backbone), full(student_backbone), fmt, prefix)
     else:
-        state = _training_state(backbone, student_backbone, fmt)
+        state = _training_state(full(backbone, "backbone"), full(student_backbone, "backbone"), fmt)
     with atomic_path(path) as tmp:
         if path.suffix == SAFETENSORS_SUFFIX:
-            if fmt in TRAINING_FORMATS:
+            if fmt in TRAINING_FORMATS or fmt == "deit3":
                 tensors = flatten_training_groups(state)
-                metadata = {"format": fmt, "epoch": str(state["epoch"])}
+                metadata = {"format": fmt} | ({"epoch": str(state["epoch"])} if "epoch" in state else {})
             else:
                 tensors = {key: value.contiguous() for key, value in state.items()}
                 metadata = {"format": fmt}

@@ -13,13 +13,10 @@ The masks are exact by construction: each shape's mask is what pycocotools decod
 painted from those masks, and a shape partly hidden is annotated by an uncompressed RLE of its visible pixels.
 Scene i depends only on (seed, image id), and the same arguments give byte-identical files.
 
-`make_demo_checkpoint(path, fmt, seed)` saves a ViT-S/16 with DINO's *random* initialisation
-(`torch.manual_seed(seed)`) in one of the checkpoint formats. Its features mean nothing: it only exercises the
-pipeline (loading, feature extraction, decoding, scoring) end to end.
+The demo's checkpoints are made by `evaluate.demo_checkpoints`.
 
 Command line:
     python -m evaluate.demo dataset OUT --n N --seed S [--first-id I]
-    python -m evaluate.demo checkpoint OUT --format F --seed S
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ from pycocotools import mask as mask_utils
 
 from evaluate import EvaluationError
 from evaluate.atomic import write_bytes, write_json
-from evaluate.checkpoints import FORMATS
 from evaluate.datasets import mask_area_bbox, quiet_pycocotools, rle_from_mask
 
 CATEGORIES = [
@@ -48,7 +44,6 @@ CROWD_CATEGORY = 1  # a crowd is a cluster of small discs
 MIN_VISIBLE = 150  # px: a shape smaller than this (after occlusion) is not placed
 MAX_HIDDEN = 0.5  # a new shape may hide at most this share of an earlier shape
 PLACEMENT_TRIES = 30
-CHECKPOINT_FORMATS = FORMATS  # "dino-backbone", "dino-train", "selfpatch-train", "backbone"
 
 
 class DemoError(EvaluationError):
@@ -265,26 +260,6 @@ def make_demo_dataset(out_dir: str | os.PathLike, n_images: int, seed: int, firs
     return path
 
 
-def make_demo_checkpoint(path: str | os.PathLike, fmt: str, seed: int) -> Path:
-    """Save a randomly initialised ViT-S/16 (torch.manual_seed(seed), DINO's init) in format `fmt`.
-
-    The weights are random: meaningless for science, they only exercise the pipeline. The global torch random
-    state is left as it was.
-    """
-    import torch
-
-    from evaluate.backbone import vit_small
-    from evaluate.checkpoints import save_backbone
-
-    if fmt not in CHECKPOINT_FORMATS:
-        raise DemoError(f"checkpoint format must be one of {', '.join(CHECKPOINT_FORMATS)}, got {fmt!r}")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        model = vit_small()
-    save_backbone(model, path, fmt)
-    return Path(path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluate.demo", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -293,16 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     ds.add_argument("--n", type=int, default=16, help="number of images (default 16)")
     ds.add_argument("--seed", type=int, default=0)
     ds.add_argument("--first-id", type=int, default=1, help="first image id (default 1)")
-    ck = sub.add_parser("checkpoint", help="write a randomly initialised ViT-S/16 checkpoint (meaningless weights)")
-    ck.add_argument("out")
-    ck.add_argument("--format", default="dino-backbone", choices=CHECKPOINT_FORMATS)
-    ck.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:
-        if args.what == "dataset":
-            path = make_demo_dataset(args.out, args.n, args.seed, args.first_id)
-        else:
-            path = make_demo_checkpoint(args.out, args.format, args.seed)
+        path = make_demo_dataset(args.out, args.n, args.seed, args.first_id)
     except EvaluationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -62,12 +62,13 @@ class Experiment:
     def __post_init__(self) -> None:
         check_config_names(self.config)
         self.checkpoints = checkpoint_table(self.config)
-        from evaluate.demo import CHECKPOINT_FORMATS
+        from evaluate.demo_checkpoints import CHECKPOINT_FORMATS, DEMO_ARCHITECTURES
 
         for name, checkpoint in self.checkpoints.items():
-            if checkpoint.demo is not None and checkpoint.demo["format"] not in CHECKPOINT_FORMATS:
-                raise ConfigError(f"config.yaml: checkpoints.{name}.demo.format: {checkpoint.demo['format']!r} is "
-                                  f"not a demo checkpoint format (one of {', '.join(CHECKPOINT_FORMATS)})")
+            for key, known in (("format", CHECKPOINT_FORMATS), ("architecture", DEMO_ARCHITECTURES)):
+                if checkpoint.demo is not None and checkpoint.demo[key] not in known:
+                    raise ConfigError(f"config.yaml: checkpoints.{name}.demo.{key}: {checkpoint.demo[key]!r} is not "
+                                      f"a demo checkpoint {key} (one of {', '.join(known)})")
         self.datasets = dataset_table(self.config)
         if not self.checkpoints:
             raise ConfigError("config.yaml: no checkpoints: name some under 'checkpoints:' or 'checkpoint_globs:'")

@@ -40,7 +40,7 @@ DTYPES = ("float16", "float32")
 META = "meta.json"
 IDS = "image_ids.json"
 # meta keys that must agree between the shards of one data set's features
-SHARED_META_KEYS = ("checkpoint_sha256", "checkpoint_format", "manifest_sha256", "dtype", "transforms")
+SHARED_META_KEYS = ("checkpoint_sha256", "checkpoint_format", "architecture", "manifest_sha256", "dtype", "transforms")
 
 
 class FeatureError(EvaluationError):

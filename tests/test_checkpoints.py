@@ -25,6 +25,7 @@ from evaluate.checkpoints import (
     load_backbone,
     read_checkpoint_file,
     save_backbone,
+    unwrap_checkpoint,
 )
 
 CONTAINERS = (".pth", ".safetensors")
@@ -168,8 +169,8 @@ def test_prefixes_are_stripped_only_as_prefixes():
             "extra.module.backbone.w": t["e"],
         },
     }
-    assert convert_checkpoint(state, "selfpatch-train")[0] == {"blocks.0.x": t["a"]}
-    assert convert_checkpoint(state, "selfpatch-train", which="student")[0] == {"blocks.0.x": t["c"]}
+    assert unwrap_checkpoint(state, "selfpatch-train")[0] == {"blocks.0.x": t["a"]}
+    assert unwrap_checkpoint(state, "selfpatch-train", which="student")[0] == {"blocks.0.x": t["c"]}
 
 
 # ----------------------------------------------------------------------------------------------------- untrusted files

@@ -11,7 +11,9 @@ import torch
 from PIL import Image
 
 from evaluate.datasets import CocoDataset
-from evaluate.demo import CATEGORIES, DemoError, main, make_demo_checkpoint, make_demo_dataset, make_scene
+from evaluate.demo import CATEGORIES, DemoError, main, make_demo_dataset, make_scene
+from evaluate.demo_checkpoints import main as checkpoint_main
+from evaluate.demo_checkpoints import make_demo_checkpoint
 
 N = 12
 SEED = 5
@@ -123,7 +125,7 @@ def test_demo_checkpoint_is_seeded_vit_small(tmp_path, fmt):
     from evaluate.checkpoints import load_backbone
 
     before = torch.random.get_rng_state()
-    path = make_demo_checkpoint(tmp_path / f"{fmt}.pth", fmt, seed=3)
+    path = make_demo_checkpoint(tmp_path / f"{fmt}.pth", fmt, seed=3, architecture="vit-s16")
     assert torch.equal(torch.random.get_rng_state(), before)  # the global torch RNG is left alone
     loaded = load_backbone(path)
     assert loaded.format == fmt
@@ -136,22 +138,62 @@ def test_demo_checkpoint_is_seeded_vit_small(tmp_path, fmt):
 
 
 def test_demo_checkpoint_bytes_depend_on_seed_only(tmp_path):
-    a = make_demo_checkpoint(tmp_path / "a" / "ck.pth", "backbone", 0)
-    b = make_demo_checkpoint(tmp_path / "b" / "ck.pth", "backbone", 0)
-    c = make_demo_checkpoint(tmp_path / "c" / "ck.pth", "backbone", 1)
+    a = make_demo_checkpoint(tmp_path / "a" / "ck.pth", "backbone", 0, "vit-s16")
+    b = make_demo_checkpoint(tmp_path / "b" / "ck.pth", "backbone", 0, "vit-s16")
+    c = make_demo_checkpoint(tmp_path / "c" / "ck.pth", "backbone", 1, "vit-s16")
     assert a.read_bytes() == b.read_bytes() != c.read_bytes()
 
 
 @pytest.mark.badinput
 def test_demo_checkpoint_bad_format(tmp_path):
     with pytest.raises(DemoError, match="format"):
-        make_demo_checkpoint(tmp_path / "x.pth", "timm", 0)
+        make_demo_checkpoint(tmp_path / "x.pth", "timm", 0, "vit-s16")
 
 
 def test_command_line(tmp_path, capsys):
-    assert main(["dataset", str(tmp_path / "d"), "--n", "2", "--seed", "1"]) == 0
+    assert main([str(tmp_path / "d"), "--n", "2", "--seed", "1"]) == 0
     assert json.loads((tmp_path / "d" / "annotations.json").read_text())["info"]["seed"] == 1
-    assert main(["checkpoint", str(tmp_path / "c.pth"), "--format", "dino-backbone", "--seed", "2"]) == 0
+    assert checkpoint_main([str(tmp_path / "c.pth"), "--format", "dino-backbone", "--seed", "2", "--architecture", "vit-s16"]) == 0
     assert (tmp_path / "c.pth").is_file()
-    assert main(["dataset", str(tmp_path / "e"), "--n", "0"]) == 1
+    assert main([str(tmp_path / "e"), "--n", "0"]) == 1
     assert "n_images must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "architecture,fmt,variant",
+    [("vit-s16-layerscale", "deit3", "gamma_1"), ("xcit-s12-16", "dino-backbone", "official"),
+     ("augvit-s16", "dino-train", "circulant2")],
+)
+def test_demo_checkpoint_of_each_new_architecture_is_seeded_and_not_degenerate(tmp_path, architecture, fmt, variant):
+    from evaluate.architectures import REGISTRY
+    from evaluate.checkpoints import load_backbone
+
+    path = make_demo_checkpoint(tmp_path / f"{architecture}.pth", fmt, seed=5, architecture=architecture)
+    loaded = load_backbone(path)
+    assert (loaded.format, loaded.architecture, loaded.variant) == (fmt, architecture, variant)
+    torch.manual_seed(5)
+    reference = REGISTRY[architecture].build(variant).state_dict()
+    state = loaded.model.state_dict()
+    assert state.keys() == reference.keys()
+    for key in reference:
+        assert torch.equal(state[key], reference[key]), key
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        for reading in (loaded.model.tokens(x), loaded.model.last_keys(x)):
+            assert torch.isfinite(reading).all()
+            assert reading.std(dim=1).min() > 1e-3  # tokens differ from each other in every channel
+
+
+def test_demo_checkpoint_bad_architecture(tmp_path):
+    with pytest.raises(DemoError, match="architecture"):
+        make_demo_checkpoint(tmp_path / "x.pth", "backbone", 0, architecture="cait-s24")
+
+
+def test_shipped_config_has_a_demo_checkpoint_of_every_architecture():
+    import yaml
+
+    from evaluate.architectures import ARCHITECTURES
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    demos = [entry["demo"] for entry in config["checkpoints"].values() if "demo" in entry]
+    assert {demo.get("architecture", "vit-s16") for demo in demos} == set(ARCHITECTURES)

@@ -30,7 +30,8 @@ def test_shipped_config_is_valid_and_has_every_role(shipped_config):
     assert exp.probe_train_dataset == "demo-train"
     assert exp.by_role("eval") == ["demo-val"]
     assert exp.reference_checkpoint == "dino-demo"
-    assert {c.run for c in exp.checkpoints.values()} == {"dino-demo", "selfpatch-demo"}
+    assert {c.run for c in exp.checkpoints.values()} == {"dino-demo", "selfpatch-demo", "layerscale-demo", "xcit-demo",
+                                                         "augvit-demo"}
 
 
 @pytest.mark.parametrize("name", ["../evil", "a/b", "..", ".", "with space", "", "é"])

@@ -19,7 +19,8 @@ from PIL import Image, ImageOps
 import evaluate.datasets
 from evaluate.checkpoints import load_backbone
 from evaluate.datasets import CocoDataset
-from evaluate.demo import make_demo_checkpoint, make_demo_dataset
+from evaluate.demo import make_demo_dataset
+from evaluate.demo_checkpoints import make_demo_checkpoint
 from evaluate.features import extract_inputs, extract_shard
 from evaluate.images import ImageError, keys480_input, normalise_pixels, tokens224_input
 from evaluate.inputs import (BYTES_PER_IMAGE, DecodedInputs, InputsError, StoredInputs, decoded_pixels,
@@ -212,7 +213,7 @@ def test_three_checkpoints_on_one_shard_decode_once_and_equal_extracting_each_al
     landscape = [i for i in sorted(sizes) if sizes[i][1] > sizes[i][0]][:2]
     portrait = [i for i in sorted(sizes) if sizes[i][1] < sizes[i][0]][:1]
     ids = landscape + portrait  # both crop directions of tokens224
-    checkpoints = {fmt: load_backbone(make_demo_checkpoint(tmp_path / f"{fmt}.pth", fmt, seed=seed)).model
+    checkpoints = {fmt: load_backbone(make_demo_checkpoint(tmp_path / f"{fmt}.pth", fmt, seed=seed, architecture="vit-s16")).model
                    for fmt, seed in (("dino-backbone", 0), ("selfpatch-train", 1), ("dino-train", 2))}
 
     inputs_dir = preprocess_shard(dataset, ids, tmp_path / "inputs" / "000", workers=2)

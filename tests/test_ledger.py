@@ -24,8 +24,8 @@ from evaluate.ledger.verify import verify_ledger
 from evaluate.measures import MeasureError, make_measure, stats_array
 
 REPO = Path(__file__).resolve().parents[1]
-DESIGN_COLUMNS = [
-    "checkpoint", "run", "epoch", "checkpoint_sha256", "dataset", "role", "measure", "setting", "value", "ci_low",
+DESIGN_COLUMNS = [  # docs/design.md §7, with the architecture that §9 asks every record and scores.csv to carry
+    "checkpoint", "run", "epoch", "checkpoint_sha256", "architecture", "architecture_variant", "head_layout", "dataset", "role", "measure", "setting", "value", "ci_low",
     "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started", "finished",
     "wall_s", "max_rss_mb",
 ]
@@ -429,3 +429,15 @@ def test_concurrent_openings_of_a_sealed_set_stop_exactly_at_the_budget(tmp_path
     assert [r["purpose"] for r in rows].count("budget") == 1
     assert len([r for r in rows if r["purpose"] == "eval"]) == 5
     assert verify_openings(tmp_path / "openings.csv") == 6
+
+
+def test_scores_csv_carries_each_record_s_architecture_and_leaves_it_empty_for_older_records(tmp_path):
+    xcit = {**hand_record("xcit-ep0010"), "architecture": "xcit-s12-16", "architecture_variant": "dino",
+            "head_layout": "8x48"}
+    write_record(record_path(tmp_path, "decoder", "xcit-ep0010", "val"), xcit)
+    write_record(record_path(tmp_path, "decoder", "ck-ep0010", "val"), hand_record("ck-ep0010"))
+    rebuild_scores(tmp_path / "records", tmp_path / "scores.csv")
+    rows = {(r["checkpoint"], r["measure"]): r for r in read_rows(tmp_path / "scores.csv")}
+    assert [rows[("xcit-ep0010", "jaccard")][k] for k in ("architecture", "architecture_variant", "head_layout")] \
+        == ["xcit-s12-16", "dino", "8x48"]
+    assert [rows[("ck-ep0010", "ap")][k] for k in ("architecture", "architecture_variant", "head_layout")] == ["", "", ""]

@@ -19,8 +19,9 @@ def demo_dataset(smk: Any) -> None:
 def demo_checkpoint(smk: Any) -> None:
     """A seeded random network written in one of the real checkpoint formats (evaluate.demo)."""
     out = Path(smk.output[0])
-    fmt, seed = str(smk.params.demo["format"]), int(smk.params.demo["seed"])
+    fmt, seed, architecture = (str(smk.params.demo["format"]), int(smk.params.demo["seed"]),
+                               str(smk.params.demo["architecture"]))
 
-    from evaluate.demo import make_demo_checkpoint
+    from evaluate.demo_checkpoints import make_demo_checkpoint
 
-    make_demo_checkpoint(out, fmt=fmt, seed=seed)
+    make_demo_checkpoint(out, fmt=fmt, seed=seed, architecture=architecture)

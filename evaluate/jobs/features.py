@@ -84,6 +84,7 @@ def extract(smk: Any) -> None:
         "checkpoint_path": str(checkpoint_file),
         "checkpoint_sha256": loaded.sha256,
         "checkpoint_format": loaded.format,
+        **loaded.architecture_meta(),  # architecture, architecture_variant, head_layout (docs/design.md §9)
         "which": which,
         "dataset": dataset_name,
         "manifest_sha256": manifest["manifest_sha256"],

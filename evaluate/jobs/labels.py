@@ -26,15 +26,21 @@ def open_labels(config: dict, dataset: Any, dataset_name: str, *, role: str, pur
     )
 
 
-def record_identity(config: dict, checkpoint: dict, checkpoint_file: str, dataset: str, role: str) -> dict:
-    """The fields every scoring record shares: the checkpoint (name, run, epoch, sha256), data set, role, config."""
+def record_identity(config: dict, checkpoint: dict, checkpoint_file: str, features_meta: str | os.PathLike,
+                    dataset: str, role: str) -> dict:
+    """The fields every scoring record shares: the checkpoint (name, run, epoch, sha256, and its architecture as the
+    features' meta.json recorded it), the data set, the role and the config's hash."""
+    from evaluate.atomic import read_json
+    from evaluate.ledger.records import ARCHITECTURE_FIELDS
     from evaluate.provenance import config_hash, sha256_file
 
+    meta = read_json(features_meta)
     return {
         "checkpoint": checkpoint["name"],
         "run": checkpoint["run"],
         "epoch": checkpoint["epoch"],
         "checkpoint_sha256": sha256_file(checkpoint_file),
+        **{key: meta.get(key) for key in ARCHITECTURE_FIELDS},
         "dataset": dataset,
         "role": role,
         "config_hash": config_hash(config),
@@ -42,7 +48,8 @@ def record_identity(config: dict, checkpoint: dict, checkpoint_file: str, datase
 
 
 def score_eval_set(config: dict, *, dataset: Any, dataset_name: str, checkpoint: dict, checkpoint_file: str,
-                   kind: str, purpose: str, setting: str, n_images: int, out_record: str | os.PathLike,
+                   features_meta: str | os.PathLike, kind: str, purpose: str, setting: str, n_images: int,
+                   out_record: str | os.PathLike,
                    score: Callable[[], tuple[list[dict], dict]]) -> list[dict]:
     """Score a checkpoint on an eval data set, on the record: open its labels once, run `score` (-> the record's
     measures and any further record fields drawn from the labels, e.g. each image's categories), write the ledger
@@ -51,7 +58,7 @@ def score_eval_set(config: dict, *, dataset: Any, dataset_name: str, checkpoint:
     from evaluate.provenance import sha256_json
 
     started = time.time()
-    identity = record_identity(config, checkpoint, checkpoint_file, dataset_name, "eval")
+    identity = record_identity(config, checkpoint, checkpoint_file, features_meta, dataset_name, "eval")
     with open_labels(config, dataset, dataset_name, role="eval", purpose=purpose, checkpoint=checkpoint["name"],
                      setting=setting, n_images=n_images) as labels:
         measures, fields = score()

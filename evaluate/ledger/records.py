@@ -27,6 +27,7 @@ from evaluate.paths import RECORD_IN_LEDGER
 from evaluate.provenance import code_version as _code_version
 from evaluate.provenance import sha256_json
 
+ARCHITECTURE_FIELDS = ("architecture", "architecture_variant", "head_layout")  # from the features' meta.json
 KINDS = ("sweep", "decoder", "probe")  # what the workflow writes: sweep on select, decoder and probe on eval
 RECORD_FIELDS = (
     "kind", "checkpoint", "run", "epoch", "checkpoint_sha256", "dataset", "role", "setting", "code_version",
@@ -176,13 +177,15 @@ def make_record(
     measures: list[dict],
     started: float,
     finished: float | None = None,
+    **extra: Any,
 ) -> dict:
     """A record dict for `write_record`: fills code_version, torch_version, times (ISO 8601 UTC), wall_s and
-    max_rss_mb. `started`/`finished` are `time.time()` values; `finished` defaults to now."""
+    max_rss_mb. `started`/`finished` are `time.time()` values; `finished` defaults to now. `extra`: further
+    record-level fields (the architecture fields, ARCHITECTURE_FIELDS, which records before them lack)."""
     finished = time.time() if finished is None else finished
     return _plain({
         "kind": kind, "checkpoint": checkpoint, "run": run, "epoch": epoch,
-        "checkpoint_sha256": checkpoint_sha256, "dataset": dataset, "role": role, "setting": setting,
+        "checkpoint_sha256": checkpoint_sha256, **extra, "dataset": dataset, "role": role, "setting": setting,
         "code_version": _code_version(), "config_hash": config_hash, "torch_version": _torch_version(),
         "started": iso_time(started), "finished": iso_time(finished), "wall_s": round(finished - started, 3),
         "max_rss_mb": max_rss_mb(), "opening_row_sha256": opening_row_sha256, "measures": measures,

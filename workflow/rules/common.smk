@@ -121,6 +121,11 @@ def feature_shards(checkpoint, dataset, pattern=paths.FEATURES_META):
     return [pattern.format(checkpoint=checkpoint, dataset=dataset, shard=s) for s in shard_names(dataset)]
 
 
+def first_shard_meta(wildcards):
+    """The meta.json of a checkpoint's first shard of a data set: where its scoring records read the architecture."""
+    return feature_shards(wildcards.checkpoint, wildcards.dataset)[0]
+
+
 def sweep_shards(wildcards):
     return [paths.SWEEP_SHARD.format(dataset=SELECT_DATASET, shard=s) for s in shard_names(SELECT_DATASET)]
 
@@ -136,6 +141,7 @@ def select_setting_inputs(wildcards):
         "manifest": paths.MANIFEST.format(dataset=SELECT_DATASET),
         "annotations": DATASETS[SELECT_DATASET].annotations,
         "checkpoint": CHECKPOINTS[REFERENCE].path,
+        "meta": feature_shards(REFERENCE, SELECT_DATASET)[0],
     }
 
 
@@ -145,6 +151,7 @@ def train_probe_inputs(wildcards):
         "annotations": DATASETS[PROBE_TRAIN_DATASET].annotations,
         "manifest": paths.MANIFEST.format(dataset=PROBE_TRAIN_DATASET),
         "checkpoint": CHECKPOINTS[wildcards.checkpoint].path,
+        "meta": feature_shards(wildcards.checkpoint, PROBE_TRAIN_DATASET)[0],
     }
 
 
@@ -157,6 +164,7 @@ def score_probe_inputs(wildcards):
         "annotations": DATASETS[d].annotations,
         "manifest": paths.MANIFEST.format(dataset=d),
         "checkpoint": CHECKPOINTS[c].path,
+        "meta": feature_shards(c, d)[0],
     }
 
 

@@ -99,6 +99,7 @@ rule score_decoder:
     """Opens the eval data set's labels: Jaccard, mask AP, AP50, AR@10, CorLoc -> one ledger record."""
     input:
         masks=paths.MASKS,
+        meta=first_shard_meta,
         manifest=paths.MANIFEST,
         annotations=annotations_path,
         selected=paths.SELECTED,
