@@ -1,4 +1,4 @@
-"""Grid masks back to image pixels and into COCO results (DESIGN §5 step 6).
+"""Grid masks back to image pixels and into COCO results (docs/design.md §5 step 6).
 
 A (gh, gw) patch mask becomes an (H, W) pixel mask by bilinear interpolation of its 0/1 values
 (`torch.nn.functional.interpolate`, align_corners=False, float32), kept where >= 0.5; it is stored as COCO RLE.

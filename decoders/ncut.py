@@ -1,4 +1,4 @@
-"""Mean-centred normalized cut on keys480 (DESIGN §5): masks on the patch grid, label-free.
+"""Mean-centred normalized cut on keys480 (docs/design.md §5): masks on the patch grid, label-free.
 
 Per image, keys (N, C) on a (gh, gw) grid, N = gh * gw (keys480: 900 x 384 on 30 x 30):
 
@@ -38,7 +38,7 @@ channels; a bound on float32's error for a dot product of unit vectors) is recom
 thresholded affinity equals the one a float64 S gives. The 0/1 matrix of S > tau is held as its float64 upper
 triangle and applied by dsymv (a third of a dense matrix-vector product's time at N = 900); Lanczos
 re-orthogonalises by classical Gram-Schmidt twice. With centre off, tau 0.2, eps 1e-5, seed rule and one mask the masks equal those of the dense
-reference (DESIGN §5); tests/test_decoder.py checks this.
+reference (docs/design.md §5); tests/test_decoder.py checks this.
 """
 
 from __future__ import annotations
@@ -459,7 +459,7 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def stop_reason(cut: np.ndarray, taken: np.ndarray, kept_cuts: Sequence[np.ndarray]) -> str | None:
-    """Whether a further cut (not the first) is dropped, ending the image's cutting (DESIGN §5 step 5).
+    """Whether a further cut (not the first) is dropped, ending the image's cutting (docs/design.md §5 step 5).
 
     cut: bool (N,) mask of the new cut; taken: bool (N,) union of the earlier kept cuts; kept_cuts: their masks.
     -> "overlap" when IoU(cut, an earlier kept cut) > 0.5; "small" when the patches it adds (cut minus taken)

@@ -1,4 +1,4 @@
-"""Settings of the normalized-cut decoder (DESIGN §5): one frozen, validated value per way of cutting.
+"""Settings of the normalized-cut decoder (docs/design.md §5): one frozen, validated value per way of cutting.
 
 A setting's `name` is its identity everywhere outside Python: in file names under results/decoder/ and in the
 ledger's `setting` column. It is built only from [A-Za-z0-9._=,-], lists every field in declaration order and
@@ -48,7 +48,7 @@ def _float_text(value: float) -> str:
 
 @dataclass(frozen=True)
 class NcutSettings:
-    """One way of cutting (DESIGN §5).
+    """One way of cutting (docs/design.md §5).
 
     centre:     subtract the image's mean key before normalising (False reproduces TokenCut / MaskCut).
     tau:        affinity threshold on cosine similarity, 0 <= tau < 1: A = 1 where S > tau, else eps.

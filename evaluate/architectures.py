@@ -1,4 +1,4 @@
-"""The backbone registry (DESIGN §9), in the manner of timm's: architecture name -> how it is recognised from a
+"""The backbone registry (docs/design.md §9), in the manner of timm's: architecture name -> how it is recognised from a
 state dict's keys and shapes, its converters, its network.
 
 | name                 | family module        | recognised by                                  | variants (what the file says)   | heads  |
@@ -371,7 +371,6 @@ def describe(state: Mapping[str, Any]) -> str:
         width, _, patch, _ = (_shape(state, "patch_embed.proj.weight") + (0, 0, 0, 0))[:4]
         size = {192: "ViT-Ti", 384: "ViT-S", 768: "ViT-B", 1024: "ViT-L", 1280: "ViT-H"}.get(width, "a ViT")
         return f"{size}/{patch} ({width} wide, {patch} x {patch} patches, {depth} blocks)"
-    stages = block_count(state, "patch_embed.proj.")
     qkv = _shape(state, "blocks.0.attn.qkv.weight")
     width = qkv[1] if qkv and len(qkv) == 2 else "?"
     convs = len([key for key in state if re.match(r"^patch_embed\.proj\.\d+\.0\.weight$", key)])

@@ -1,4 +1,4 @@
-"""The ViT-S/16 family in SelfPatch form (DESIGN §1, §9.1, §9.3): DINO's vision transformer without class token and
+"""The ViT-S/16 family in SelfPatch form (docs/design.md §1, §9.1, §9.3): DINO's vision transformer without class token and
 without final norm, with its two variants, LayerScale (CaiT, DeiT III) and augmented shortcuts (Aug-ViT-S).
 
 Read it top to bottom like DINO's `vision_transformer.py`:
@@ -14,7 +14,7 @@ Read it top to bottom like DINO's `vision_transformer.py`:
                         GELU, s = 3/4), after the authors' `augvit_small_*`
     VisionTransformer   patch embedding + position table (resampled to the grid) + 12 blocks, nothing after
 
-Two readings leave the network (DESIGN §3):
+Two readings leave the network (docs/design.md §3):
 
 - `model.tokens(x)` (also `model(x)`): block 12's output, (B, N, 384) float32;
 - `model.last_keys(x)`: block 12's keys `k = W_k LN1(z) + b_k`, (B, N, 384) float32, heads concatenated in head
@@ -45,7 +45,7 @@ POS_GRID = 14  # the position table is trained for 224 x 224 inputs: a 14 x 14 g
 # LayerScale's initial gamma for a freshly built (random) network: CaiT's rule for depth <= 18. Trained checkpoints
 # bring their own gammas; this only matters for seeded demo networks.
 LAYERSCALE_INIT = 0.1
-AUG_MODES = ("linear", "circulant", "linear2", "circulant2")  # the authors' `augvit_small_<mode>` (DESIGN §9.3)
+AUG_MODES = ("linear", "circulant", "linear2", "circulant2")  # the authors' `augvit_small_<mode>` (docs/design.md §9.3)
 AUG_BLOCKS = 4  # a circulant projection is AUG_BLOCKS x AUG_BLOCKS circulant blocks of (384 / AUG_BLOCKS)^2
 AUG_T2_SCALE = 0.75  # the T = 2 modes multiply each residual sum, identity included, by 3/4
 
@@ -55,7 +55,7 @@ class BackboneInputError(EvaluationError, ValueError):
 
 
 def resample_pos_embed(pos_embed: Tensor, grid: tuple[int, int]) -> Tensor:
-    """The position table for a (gh, gw) grid of patches, by DINO's and SelfPatch's own rule (DESIGN §1).
+    """The position table for a (gh, gw) grid of patches, by DINO's and SelfPatch's own rule (docs/design.md §1).
 
     pos_embed: (1, 196, C) float, the table trained for 14 x 14 patches, row by row.
     grid: (gh, gw) patches down and across.
@@ -165,7 +165,7 @@ class Block(nn.Module):
 
 
 class LayerScaleBlock(Block):
-    """Block with LayerScale (CaiT, DeiT III; DESIGN §9.1): U = Z + g1 * MSA(LN1(Z)); Z' = U + g2 * MLP(LN2(U)).
+    """Block with LayerScale (CaiT, DeiT III; docs/design.md §9.1): U = Z + g1 * MSA(LN1(Z)); Z' = U + g2 * MLP(LN2(U)).
 
     `gamma_1`, `gamma_2`: (384,) float, multiplying the branch outputs channel by channel after `attn.proj` and
     `mlp.fc2`. 1,775,232 parameters. The keys (`keys`) are those of the plain block: g never reaches them.
@@ -222,7 +222,7 @@ class CirculantLinear(nn.Module):
 
 
 class AugBlock(Block):
-    """Block with augmented shortcuts (Aug-ViT-S, DESIGN §9.3), after the authors' `Block(mode=...)`.
+    """Block with augmented shortcuts (Aug-ViT-S, docs/design.md §9.3), after the authors' `Block(mode=...)`.
 
     u = LN1(Z); U = s (Z + MSA(u) + sum_t act(A_t u)); w = LN2(U); Z' = s (U + MLP(w) + sum_t act(M_t w)).
     mode "linear" / "circulant": T = 1 (`augs_attn`, `augs`: a Linear or a CirculantLinear), no activation, s = 1;
@@ -409,12 +409,12 @@ def vit_small() -> VisionTransformer:
 
 
 def vit_small_layerscale() -> VisionTransformer:
-    """ViT-S/16 with LayerScale (DESIGN §9.1), SelfPatch form: 21,673,344 parameters; gammas start at 0.1."""
+    """ViT-S/16 with LayerScale (docs/design.md §9.1), SelfPatch form: 21,673,344 parameters; gammas start at 0.1."""
     return VisionTransformer(block=LayerScaleBlock)
 
 
 def augvit_small(mode: str = "circulant2") -> VisionTransformer:
-    """Aug-ViT-S/16 (DESIGN §9.3), SelfPatch form; mode one of AUG_MODES (circulant2: 21,756,288 parameters)."""
+    """Aug-ViT-S/16 (docs/design.md §9.3), SelfPatch form; mode one of AUG_MODES (circulant2: 21,756,288 parameters)."""
     if mode not in AUG_MODES:
         raise ValueError(f"Aug-ViT mode must be one of {', '.join(AUG_MODES)}, got {mode!r}")
     return VisionTransformer(block=lambda: AugBlock(mode))

@@ -1,4 +1,4 @@
-"""Checkpoint files: read them safely, recognise their format and architecture, take the backbone out (DESIGN §2, §9).
+"""Checkpoint files: read them safely, recognise their format and architecture, take the backbone out (docs/design.md §2, §9).
 
 Every checkpoint is an untrusted file. Pickled (`torch.save`) files are read with `torch.load(weights_only=True)`
 and a short allow-list of harmless types that real training checkpoints hold (`SAFE_GLOBALS`): `argparse.Namespace`
@@ -20,7 +20,7 @@ Formats, recognised by their keys (`detect_format`), each converted by one small
 | "deit3"           | DeiT III's `{"model": ...}`: `cls_token`, a 196-row `pos_embed`   | `model` (`module.` stripped),  |
 |                   | (no class row), blocks, `norm.*`, `head.*`                       | `head.*` dropped, then as      |
 |                   |                                                                 | dino-backbone                  |
-| "backbone"        | exactly the names of DESIGN §1 (§9: of the architecture)         | as is                          |
+| "backbone"        | exactly the names of docs/design.md §1 (§9: of the architecture)         | as is                          |
 
 The format says how the network's state dict is wrapped; the architecture inside it (ViT-S/16, with LayerScale or
 augmented shortcuts, or XCiT-S12/16) is recognised from its keys and shapes by the registry
@@ -528,7 +528,7 @@ def save_backbone(
     student: nn.Module | Mapping[str, Tensor] | None = None,
     naming: str | None = None,
 ) -> Path:
-    """Write a backbone (our names, DESIGN §1, §9) as a checkpoint file in format `fmt` (one of FORMATS), atomically.
+    """Write a backbone (our names, docs/design.md §1, §9) as a checkpoint file in format `fmt` (one of FORMATS), atomically.
 
     The container follows the file name: `*.safetensors` writes safetensors (training formats and DeiT III's
     `model` flattened as in the module docstring), anything else `torch.save`. The architecture is recognised from

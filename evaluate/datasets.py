@@ -1,4 +1,4 @@
-"""COCO-format data sets (DESIGN §4): an images folder and an instances annotation JSON, read with pycocotools.
+"""COCO-format data sets (docs/design.md §4): an images folder and an instances annotation JSON, read with pycocotools.
 
 The JSON is validated before pycocotools sees it, so a bad file fails with a `DatasetError` naming the file and
 the offending image / annotation / category id rather than a KeyError deep inside pycocotools:

@@ -1,4 +1,4 @@
-"""Feature shards (DESIGN §3): both readings of a data set's images, stored per shard, read back as one array.
+"""Feature shards (docs/design.md §3): both readings of a data set's images, stored per shard, read back as one array.
 
 A shard folder holds
 

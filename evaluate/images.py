@@ -1,4 +1,4 @@
-"""Images and the two readings' input transforms (DESIGN §3).
+"""Images and the two readings' input transforms (docs/design.md §3).
 
 - `open_rgb(path)`: PIL image in RGB, EXIF orientation applied, every common mode converted (grayscale L/LA, 1-bit,
   CMYK, palette with or without transparency, RGBA (alpha dropped), 16-bit grayscale scaled to 8 bits by `>> 8`,

@@ -1,4 +1,4 @@
-"""A shard's decoded inputs (DESIGN §3): decoded and resized once per data set, shared by every checkpoint.
+"""A shard's decoded inputs (docs/design.md §3): decoded and resized once per data set, shared by every checkpoint.
 
 The JPEG decode and the two resizes are the same for every checkpoint; only the network differs. So a shard's
 images are decoded once, by `preprocess_shard`, into the uint8 pixels both readings start from, and every

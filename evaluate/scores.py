@@ -1,4 +1,4 @@
-"""Scores of predicted masks against COCO ground truth, and bootstrap intervals over images (DESIGN §6).
+"""Scores of predicted masks against COCO ground truth, and bootstrap intervals over images (docs/design.md §6).
 
 Label-free masks (decoders/) are scored three ways:
 

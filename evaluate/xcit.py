@@ -1,4 +1,4 @@
-"""XCiT-S12/16 in backbone form (DESIGN §9.2): cross-covariance attention, as DINO trained and released it, without
+"""XCiT-S12/16 in backbone form (docs/design.md §9.2): cross-covariance attention, as DINO trained and released it, without
 class token, class-attention blocks and final norm (none of them reaches block 12).
 
 Read it top to bottom like the authors' `xcit.py`:
@@ -77,7 +77,7 @@ class ConvPatchEmbed(nn.Module):
 
 def fourier_features(grid: tuple[int, int], hidden_dim: int = FOURIER_DIM, temperature: float = FOURIER_TEMPERATURE,
                      device: torch.device | str | None = None) -> Tensor:
-    """The (1, 2 * hidden_dim, H, W) float32 Fourier features of an H x W grid (DESIGN §9.2).
+    """The (1, 2 * hidden_dim, H, W) float32 Fourier features of an H x W grid (docs/design.md §9.2).
 
     y_i = (i + 1) / (H + 1e-6) * 2 pi, x_j = (j + 1) / (W + 1e-6) * 2 pi; t_k = temperature^(2 floor(k / 2) /
     hidden_dim); per coordinate c the channels are sin(c / t_0), cos(c / t_1), sin(c / t_2), ... (sin on even k,

@@ -40,7 +40,7 @@ def vit_state(*, width: int = 384, patch: int = 16, depth: int = 12, image: int 
 
     width 384 / patch 16 is ViT-S/16, width 768 is ViT-B, patch 8 gives a (1, 1 + 784, width) position table.
     dino=True: DINO's released form (`cls_token`, a class row in `pos_embed`, final `norm.*`); False: our own
-    names (DESIGN §1). Built here by name and shape so the test does not lean on the loader's own model.
+    names (docs/design.md §1). Built here by name and shape so the test does not lean on the loader's own model.
     """
     gen = torch.Generator().manual_seed(seed)
 

@@ -1,6 +1,6 @@
-"""The seeds' architectures (DESIGN §9): parameter counts of every form, parity of keys480 / tokens224 with
+"""The seeds' architectures (docs/design.md §9): parameter counts of every form, parity of keys480 / tokens224 with
 independent float64 implementations written here (explicit per-head loops; XCiT's Fourier encoding, per-channel
-normalisation, conv stem and LPI as plain tensor arithmetic), the properties DESIGN pins (LayerScale with g = 1 is
+normalisation, conv stem and LPI as plain tensor arithmetic), the properties the design pins (LayerScale with g = 1 is
 plain ViT bit for bit, block 12's gammas and shortcuts never reach keys480, Aug-ViT's zero shortcuts give the
 3/4-scaled plain block), the registry's recognition and its refusals."""
 
@@ -203,7 +203,7 @@ def ref_vit(state: dict, images: torch.Tensor, mode: str = "plain"):
 
 
 def step(z, branch, sd, p, shortcut, u, mode):
-    """One residual half-step: plain / LayerScale z + branch; Aug-ViT per DESIGN §9.3."""
+    """One residual half-step: plain / LayerScale z + branch; Aug-ViT per docs/design.md §9.3."""
     if mode in ("plain", "layerscale"):
         return z + branch
     if mode in ("linear", "circulant"):
@@ -438,7 +438,7 @@ def test_augvit_with_zero_shortcuts_is_the_three_quarter_scaled_plain_block(augv
         plain_tokens = plain.tokens(images)
     torch.testing.assert_close(tokens, z, rtol=0, atol=1e-5)
     torch.testing.assert_close(got_keys, keys, rtol=0, atol=1e-5)
-    assert (tokens - plain_tokens).abs().max() > 1e-2  # it is NOT plain ViT (DESIGN §9.3)
+    assert (tokens - plain_tokens).abs().max() > 1e-2  # it is NOT plain ViT (docs/design.md §9.3)
 
 
 @pytest.mark.parametrize("mode", ["linear", "circulant"])

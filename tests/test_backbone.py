@@ -1,4 +1,4 @@
-"""The ViT-S/16 backbone (DESIGN §1): sizes, DESIGN's worked numbers, the position-table rule, and parity of both
+"""The ViT-S/16 backbone (docs/design.md §1): sizes, the design's worked numbers, the position-table rule, and parity of both
 readings with an independent plain implementation written here (explicit per-head loops, float64)."""
 
 from __future__ import annotations

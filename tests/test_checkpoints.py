@@ -1,4 +1,4 @@
-"""Checkpoint formats (DESIGN §2): every format loads to the same backbone, conversions drop exactly what DESIGN
+"""Checkpoint formats (docs/design.md §2): every format loads to the same backbone, conversions drop exactly what the design
 says, untrusted files are refused without running their payload, and every error names the file and the problem."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checkpoint files of the seeds' architectures (DESIGN §2, §9): every format of each architecture loads to identical
+"""Checkpoint files of the seeds' architectures (docs/design.md §2, §9): every format of each architecture loads to identical
 backbone tensors and reports its architecture, Aug-ViT's index matrix is derived, XCiT's full form gives the
 backbone form's features, unsupported architectures are refused naming the file and what was found, and files that
 look like the new formats cannot run a payload."""

@@ -1,4 +1,4 @@
-"""The normalized-cut decoder (DESIGN §5): planted structure, invariances, parity with a dense reference written
+"""The normalized-cut decoder (docs/design.md §5): planted structure, invariances, parity with a dense reference written
 here, sweeps, determinism, settings, grid -> image masks, COCO RLE, multi-mask rules; and on coco2017-mini."""
 
 from __future__ import annotations

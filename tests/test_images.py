@@ -34,13 +34,13 @@ def noise_image(width: int, height: int, seed: int = 0) -> Image.Image:
     return Image.fromarray(rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8))
 
 
-# ---- tokens224 geometry (DESIGN §3 seed: 640 x 480 -> 298 x 224, crop 37 px from the left) -------------------------
+# ---- tokens224 geometry (docs/design.md §3 seed: 640 x 480 -> 298 x 224, crop 37 px from the left) -------------------------
 
 
 @pytest.mark.parametrize(
     "size, expected",
     [
-        ((640, 480), (298, 224, 37, 0)),  # DESIGN seed
+        ((640, 480), (298, 224, 37, 0)),  # the design's seed example
         ((480, 640), (224, 298, 0, 37)),  # portrait: the crop moves down instead
         ((500, 500), (224, 224, 0, 0)),
         ((641, 480), (299, 224, 38, 0)),  # 641 * 224 / 480 = 299.13 truncated; round(37.5) = 38 (even)

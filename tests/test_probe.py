@@ -1,4 +1,4 @@
-"""Linear probe (DESIGN §6): label maps, patch labels, training, mIoU and patch accuracy."""
+"""Linear probe (docs/design.md §6): label maps, patch labels, training, mIoU and patch accuracy."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_label_map_overlaps_crowd_and_background():
 
 
 def test_label_map224_uses_the_tokens224_geometry():
-    h, w = 480, 640  # 640 x 480 -> 298 x 224, crop from x = 37 (DESIGN §3)
+    h, w = 480, 640  # 640 x 480 -> 298 x 224, crop from x = 37 (docs/design.md §3)
     cols = (np.arange(w) // 3 % 250).astype(np.uint8)
     rows = (np.arange(h) // 5 % 250).astype(np.uint8)
     for lm, axis in ((np.repeat(cols[None, :], h, 0), 1), (np.repeat(rows[:, None], w, 1), 0)):

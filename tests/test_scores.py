@@ -1,4 +1,4 @@
-"""Scores (DESIGN §6): Jaccard with crowd, bootstrap intervals, class-agnostic mask AP, CorLoc."""
+"""Scores (docs/design.md §6): Jaccard with crowd, bootstrap intervals, class-agnostic mask AP, CorLoc."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def _coco_mini_truth(root):
 
 @pytest.mark.coco
 def test_whole_image_mask_reference_value(coco_mini):
-    """DESIGN §6: one whole-image mask per image on coco2017-mini val gives mean Jaccard 33.04."""
+    """docs/design.md §6: one whole-image mask per image on coco2017-mini val gives mean Jaccard 33.04."""
     truth = _coco_mini_truth(coco_mini)
     results = []
     for image_id in truth.image_ids:
@@ -316,7 +316,7 @@ def test_bootstrap_bad_input_names_the_problem():
 
 
 def direct_cocoeval(gt_path, res_path):
-    """pycocotools' own COCOeval, class-agnostic, as DESIGN §6 asks, run on files."""
+    """pycocotools' own COCOeval, class-agnostic, as docs/design.md §6 asks, run on files."""
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO(str(gt_path))
         dt = gt.loadRes(str(res_path))
