@@ -54,6 +54,18 @@ class BackboneInputError(EvaluationError, ValueError):
     """An input the backbone cannot take (wrong rank, channels, dtype, or a side that is not a multiple of 16)."""
 
 
+def patch_grid(x: Tensor, patch: int) -> tuple[int, int]:
+    """The (H / patch, W / patch) grid of a backbone input (B, 3, H, W) float; BackboneInputError otherwise."""
+    if x.ndim != 4 or x.shape[1] != 3:
+        raise BackboneInputError(f"backbone input must be (B, 3, H, W), got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise BackboneInputError(f"backbone input must be floating point, got {x.dtype}")
+    H, W = x.shape[-2:]
+    if H % patch or W % patch or H == 0 or W == 0:
+        raise BackboneInputError(f"backbone input sides must be positive multiples of {patch}, got {H} x {W}")
+    return H // patch, W // patch
+
+
 def resample_pos_embed(pos_embed: Tensor, grid: tuple[int, int]) -> Tensor:
     """The position table for a (gh, gw) grid of patches, by DINO's and SelfPatch's own rule (docs/design.md §1).
 
@@ -366,15 +378,7 @@ class VisionTransformer(nn.Module):
         return table
 
     def _check_input(self, x: Tensor) -> tuple[int, int]:
-        if x.ndim != 4 or x.shape[1] != 3:
-            raise BackboneInputError(f"backbone input must be (B, 3, H, W), got {tuple(x.shape)}")
-        if not x.is_floating_point():
-            raise BackboneInputError(f"backbone input must be floating point, got {x.dtype}")
-        H, W = x.shape[-2:]
-        p = self.patch_size
-        if H % p or W % p or H == 0 or W == 0:
-            raise BackboneInputError(f"backbone input sides must be positive multiples of {p}, got {H} x {W}")
-        return H // p, W // p
+        return patch_grid(x, self.patch_size)
 
     def prepare_tokens(self, x: Tensor) -> Tensor:
         """(B, 3, H, W) float32 -> patch tokens plus position table: (B, H/16 * W/16, 384)."""

@@ -16,7 +16,7 @@ Scene i depends only on (seed, image id), and the same arguments give byte-ident
 The demo's checkpoints are made by `evaluate.demo_checkpoints`.
 
 Command line:
-    python -m evaluate.demo dataset OUT --n N --seed S [--first-id I]
+    python -m evaluate.demo OUT --n N --seed S [--first-id I]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import io
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from PIL import Image
@@ -261,16 +262,20 @@ def make_demo_dataset(out_dir: str | os.PathLike, n_images: int, seed: int, firs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluate.demo", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="what", required=True)
-    ds = sub.add_parser("dataset", help="write procedural scenes: OUT/images/*.png and OUT/annotations.json")
-    ds.add_argument("out")
-    ds.add_argument("--n", type=int, default=16, help="number of images (default 16)")
-    ds.add_argument("--seed", type=int, default=0)
-    ds.add_argument("--first-id", type=int, default=1, help="first image id (default 1)")
+    parser = argparse.ArgumentParser(prog="python -m evaluate.demo", description="write procedural scenes: "
+                                     "OUT/images/*.png and OUT/annotations.json")
+    parser.add_argument("out")
+    parser.add_argument("--n", type=int, default=16, help="number of images (default 16)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--first-id", type=int, default=1, help="first image id (default 1)")
     args = parser.parse_args(argv)
+    return print_made(lambda: make_demo_dataset(args.out, args.n, args.seed, args.first_id))
+
+
+def print_made(make: Callable[[], Path]) -> int:
+    """A demo command's end: print the path `make()` wrote and return 0, or print its error and return 1."""
     try:
-        path = make_demo_dataset(args.out, args.n, args.seed, args.first_id)
+        path = make()
     except EvaluationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

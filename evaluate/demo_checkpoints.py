@@ -17,10 +17,9 @@ import os
 import sys
 from pathlib import Path
 
-from evaluate import EvaluationError
 from evaluate.architectures import ARCHITECTURES
 from evaluate.checkpoints import FORMATS
-from evaluate.demo import DemoError
+from evaluate.demo import DemoError, print_made
 
 CHECKPOINT_FORMATS = FORMATS  # "dino-backbone", "dino-train", "selfpatch-train", "deit3", "backbone"
 DEMO_ARCHITECTURES = ARCHITECTURES  # "xcit-s12-16", "augvit-s16", "vit-s16-layerscale", "vit-s16"
@@ -57,13 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--architecture", required=True, choices=DEMO_ARCHITECTURES)
     args = parser.parse_args(argv)
-    try:
-        path = make_demo_checkpoint(args.out, args.format, args.seed, args.architecture)
-    except EvaluationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
+    return print_made(lambda: make_demo_checkpoint(args.out, args.format, args.seed, args.architecture))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from evaluate.backbone import LN_EPS, PATCH, BackboneInputError, Mlp
+from evaluate.backbone import LN_EPS, PATCH, Mlp, patch_grid
 
 EMBED_DIM = 384
 DEPTH = 12
@@ -241,14 +241,7 @@ class XCiT(nn.Module):
                 nn.init.zeros_(module.bias)
 
     def _check_input(self, x: Tensor) -> None:
-        if x.ndim != 4 or x.shape[1] != 3:
-            raise BackboneInputError(f"backbone input must be (B, 3, H, W), got {tuple(x.shape)}")
-        if not x.is_floating_point():
-            raise BackboneInputError(f"backbone input must be floating point, got {x.dtype}")
-        H, W = x.shape[-2:]
-        p = self.patch_size
-        if H % p or W % p or H == 0 or W == 0:
-            raise BackboneInputError(f"backbone input sides must be positive multiples of {p}, got {H} x {W}")
+        patch_grid(x, self.patch_size)
 
     def prepare_tokens(self, x: Tensor) -> tuple[Tensor, tuple[int, int]]:
         """(B, 3, H, W) float32 -> (tokens plus position encoding (B, H/16 * W/16, 384), grid (H/16, W/16))."""

@@ -105,8 +105,8 @@ def test_an_eval_set_of_unknown_category_names_is_refused_before_any_job_unless_
     assert (records / "decoder" / "a" / "fg.json").is_file()
     assert not (records / "probe" / "a" / "fg.json").exists()
     assert openings_per_dataset(grown) - before == Counter({"fg": 1})  # the decoder's scoring only
-    measures = {row.split(",")[6] for row in (grown.work / "results" / "ledger" / "scores.csv").read_text().splitlines()
-                if row.split(",")[4] == "fg"}
+    with open(grown.work / "results" / "ledger" / "scores.csv", newline="") as handle:
+        measures = {row["measure"] for row in csv.DictReader(handle) if row["dataset"] == "fg"}
     assert measures == {"jaccard", "corloc", "ap", "ap50", "ar10"}
 
 

@@ -12,6 +12,7 @@ data sets of two images, one demo checkpoint, a two-setting sweep) for real, the
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import shutil
@@ -127,8 +128,8 @@ def test_a_full_run_produces_every_stage_s_outputs(finished):
             assert (results / "features" / "a" / "val" / shard / name).is_file()
     selected = yaml.safe_load((results / "decoder" / "selected.yaml").read_text())
     assert selected["n_settings"] == 2
-    scores = (results / "ledger" / "scores.csv").read_text().splitlines()
-    measures = {line.split(",")[6] for line in scores[1:]}
+    with open(results / "ledger" / "scores.csv", newline="") as handle:
+        measures = {row["measure"] for row in csv.DictReader(handle)}
     assert {"jaccard", "ap", "ap50", "ar10", "corloc", "probe_miou", "probe_accuracy"} <= measures
     assert any(p.suffix == ".md" for p in (results / "tables").iterdir())
     assert len(list((results / "inputs").glob("*/*/images480.npy"))) == 6  # decoded once per shard, kept with keep
@@ -258,7 +259,8 @@ def test_adding_a_checkpoint_with_features_dropped_runs_only_its_jobs(dropped):
     dropped.write_config(config)
     jobs = planned_jobs(dropped.snakemake("--dry-run"))
     assert jobs.get("extract") == 6, jobs  # b only, decoding the images itself: the decoded inputs were dropped
-    assert jobs.get("decode") == 2 and jobs.get("score_decoder") == 1 and jobs.get("probe") == 1, jobs
+    assert jobs.get("decode") == 2 and jobs.get("score_decoder") == 1, jobs
+    assert jobs.get("train_probe") == 1 and jobs.get("score_probe") == 1, jobs
     for absent in ("preprocess", "sweep_decode", "select_setting", "eigenvector", "manifest"):
         assert absent not in jobs, jobs
     records = dropped.work / "results" / "ledger" / "records"
