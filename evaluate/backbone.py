@@ -54,6 +54,18 @@ class BackboneInputError(EvaluationError, ValueError):
     """An input the backbone cannot take (wrong rank, channels, dtype, or a side that is not a multiple of 16)."""
 
 
+def init_linears_and_norms(network: nn.Module) -> None:
+    """DINO's and XCiT's shared initialisation, module by module in `network.modules()` order: linears truncated
+    normal (std 0.02) with zero bias, LayerNorms 1 and 0; everything else keeps PyTorch's defaults."""
+    for module in network.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.trunc_normal_(module.weight, std=0.02)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+
 def patch_grid(x: Tensor, patch: int) -> tuple[int, int]:
     """The (H / patch, W / patch) grid of a backbone input (B, 3, H, W) float; BackboneInputError otherwise."""
     if x.ndim != 4 or x.shape[1] != 3:
@@ -353,15 +365,9 @@ class VisionTransformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        """DINO's initialisation: truncated normal (std 0.02) for linears and the table, LayerNorm 1 and 0."""
+        """DINO's initialisation: truncated normal (std 0.02) for the table, then `init_linears_and_norms`."""
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.trunc_normal_(module.weight, std=0.02)
-                nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
+        init_linears_and_norms(self)
 
     def pos_embed_for(self, grid: tuple[int, int]) -> Tensor:
         """The position table for a (gh, gw) grid: (1, gh * gw, 384), cached per grid when no gradient flows."""

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from evaluate.backbone import LN_EPS, PATCH, Mlp, patch_grid
+from evaluate.backbone import LN_EPS, PATCH, Mlp, init_linears_and_norms, patch_grid
 
 EMBED_DIM = 384
 DEPTH = 12
@@ -232,13 +232,7 @@ class XCiT(nn.Module):
     def _init_weights(self) -> None:
         """The authors' initialisation: truncated normal (std 0.02) for linears, LayerNorm 1 and 0; convolutions and
         BatchNorm keep PyTorch's defaults."""
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.trunc_normal_(module.weight, std=0.02)
-                nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
+        init_linears_and_norms(self)
 
     def _check_input(self, x: Tensor) -> None:
         patch_grid(x, self.patch_size)

@@ -29,7 +29,7 @@ def select_setting(smk: Any) -> None:
     """Open the select data set's labels once, score every setting, keep the best by mean Jaccard."""
     sweep_files = [str(p) for p in smk.input.sweep]
     manifest_file = Path(smk.input.manifest)
-    checkpoint_file, features_meta = str(smk.input.checkpoint), Path(smk.input.meta)
+    features_meta = Path(smk.input.meta)
     dataset_name: str = smk.params.dataset["name"]
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
     checkpoint: dict = smk.params.checkpoint
@@ -54,7 +54,7 @@ def select_setting(smk: Any) -> None:
     decoder = get_decoder(decoder_config["name"])
     manifest = read_json(manifest_file)
     dataset = CocoDataset(images, annotations)
-    identity = record_identity(config, checkpoint, checkpoint_file, features_meta, dataset_name, "select")
+    identity = record_identity(config, checkpoint, features_meta, dataset_name, "select")
     n_settings = len(sweep_settings(decoder_config))
     with open_labels(config, dataset, dataset_name, role="select", purpose="select", checkpoint=checkpoint["name"],
                      setting=f"sweep of {n_settings} settings", n_images=len(manifest["image_ids"])) as labels:
@@ -109,7 +109,7 @@ def merge_masks(smk: Any) -> None:
 
 def score_decoder(smk: Any) -> None:
     """Open an eval data set's labels once: Jaccard, CorLoc (with intervals), mask AP, AP50, AR@10."""
-    masks, selected_file, checkpoint_file = Path(smk.input.masks), Path(smk.input.selected), str(smk.input.checkpoint)
+    masks, selected_file = Path(smk.input.masks), Path(smk.input.selected)
     features_meta = Path(smk.input.meta)
     dataset_name: str = smk.params.dataset["name"]
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
@@ -130,7 +130,7 @@ def score_decoder(smk: Any) -> None:
     results = read_json(masks)
     dataset = CocoDataset(images, annotations)
     measures = score_eval_set(
-        config, dataset=dataset, dataset_name=dataset_name, checkpoint=checkpoint, checkpoint_file=checkpoint_file,
+        config, dataset=dataset, dataset_name=dataset_name, checkpoint=checkpoint,
         features_meta=features_meta, kind="decoder", purpose="eval", setting=setting, n_images=len(dataset.image_ids),
         out_record=out_record,
         score=lambda: (decoder_measures(dataset, results, resamples=resamples, seed=seed),

@@ -26,20 +26,19 @@ def open_labels(config: dict, dataset: Any, dataset_name: str, *, role: str, pur
     )
 
 
-def record_identity(config: dict, checkpoint: dict, checkpoint_file: str, features_meta: str | os.PathLike,
-                    dataset: str, role: str) -> dict:
-    """The fields every scoring record shares: the checkpoint (name, run, epoch, sha256, and its architecture as the
-    features' meta.json recorded it), the data set, the role and the config's hash."""
+def record_identity(config: dict, checkpoint: dict, features_meta: str | os.PathLike, dataset: str, role: str) -> dict:
+    """The fields every scoring record shares: the checkpoint (name, run, epoch, and its sha256 and architecture as
+    the features' meta.json recorded them when the file was read), the data set, the role and the config's hash."""
     from evaluate.atomic import read_json
     from evaluate.ledger.records import ARCHITECTURE_FIELDS
-    from evaluate.provenance import config_hash, sha256_file
+    from evaluate.provenance import config_hash
 
     meta = read_json(features_meta)
     return {
         "checkpoint": checkpoint["name"],
         "run": checkpoint["run"],
         "epoch": checkpoint["epoch"],
-        "checkpoint_sha256": sha256_file(checkpoint_file),
+        "checkpoint_sha256": meta["checkpoint_sha256"],
         **{key: meta.get(key) for key in ARCHITECTURE_FIELDS},
         "dataset": dataset,
         "role": role,
@@ -47,7 +46,7 @@ def record_identity(config: dict, checkpoint: dict, checkpoint_file: str, featur
     }
 
 
-def score_eval_set(config: dict, *, dataset: Any, dataset_name: str, checkpoint: dict, checkpoint_file: str,
+def score_eval_set(config: dict, *, dataset: Any, dataset_name: str, checkpoint: dict,
                    features_meta: str | os.PathLike, kind: str, purpose: str, setting: str, n_images: int,
                    out_record: str | os.PathLike,
                    score: Callable[[], tuple[list[dict], dict]]) -> list[dict]:
@@ -58,7 +57,7 @@ def score_eval_set(config: dict, *, dataset: Any, dataset_name: str, checkpoint:
     from evaluate.provenance import sha256_json
 
     started = time.time()
-    identity = record_identity(config, checkpoint, checkpoint_file, features_meta, dataset_name, "eval")
+    identity = record_identity(config, checkpoint, features_meta, dataset_name, "eval")
     with open_labels(config, dataset, dataset_name, role="eval", purpose=purpose, checkpoint=checkpoint["name"],
                      setting=setting, n_images=n_images) as labels:
         measures, fields = score()

@@ -12,7 +12,7 @@ log = logging.getLogger("evaluate.jobs.probe")
 def train_probe(smk: Any) -> None:
     """Open the probe-train set's labels once and train the probe on its tokens224 (docs/design.md §6)."""
     shard_dirs = [Path(p).parent for p in smk.input.train]
-    checkpoint_file, features_meta = str(smk.input.checkpoint), Path(smk.input.meta)
+    features_meta = Path(smk.input.meta)
     dataset_name: str = smk.params.dataset["name"]
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
     checkpoint: dict = smk.params.checkpoint
@@ -32,7 +32,7 @@ def train_probe(smk: Any) -> None:
     train = CocoDataset(images, annotations)
     classes = probe_classes(train.categories, annotations)
     setting = probe_setting(float(hyper["weight_decay"]), int(hyper["max_iter"]))
-    identity = record_identity(config, checkpoint, checkpoint_file, features_meta, dataset_name, "probe-train")
+    identity = record_identity(config, checkpoint, features_meta, dataset_name, "probe-train")
     reader = FeatureReader(shard_dirs, kinds=("tokens224",))
     with open_labels(config, train, dataset_name, role="probe-train", purpose="probe-train",
                      checkpoint=checkpoint["name"], setting=setting, n_images=len(reader.image_ids)) as labels:
@@ -55,7 +55,7 @@ def train_probe(smk: Any) -> None:
 def score_probe(smk: Any) -> None:
     """Open one eval data set's labels once and score the checkpoint's probe on it: mIoU and patch accuracy."""
     shard_dirs = [Path(p).parent for p in smk.input.features]
-    weights, training_file, checkpoint_file = Path(smk.input.weights), Path(smk.input.training), str(smk.input.checkpoint)
+    weights, training_file = Path(smk.input.weights), Path(smk.input.training)
     features_meta = Path(smk.input.meta)
     dataset_name: str = smk.params.dataset["name"]
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
@@ -76,7 +76,7 @@ def score_probe(smk: Any) -> None:
     class_of_category = class_index(training["classes"], evaluation.categories, annotations)
     reader = FeatureReader(shard_dirs, kinds=("tokens224",))
     measures = score_eval_set(
-        config, dataset=evaluation, dataset_name=dataset_name, checkpoint=checkpoint, checkpoint_file=checkpoint_file,
+        config, dataset=evaluation, dataset_name=dataset_name, checkpoint=checkpoint,
         features_meta=features_meta, kind="probe", purpose="probe-eval", setting=training["setting"],
         n_images=len(reader.image_ids),
         out_record=out_record,

@@ -172,7 +172,6 @@ def all_records():
     records = []
     if SELECT_DATASET:
         records.append(paths.SWEEP_RECORD.format(checkpoint=REFERENCE, dataset=SELECT_DATASET))
-    if SELECT_DATASET:
         records += [paths.DECODER_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in EVAL_DATASETS]
     if PROBE_TRAIN_DATASET:
         records += [
