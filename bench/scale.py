@@ -1,11 +1,15 @@
 """Thesis scale: decoding once per data set against decoding once per checkpoint, workers, and the disk it takes.
 
-    .venv/bin/python bench/scale.py [--checkpoints 3] [--images 32] [--network-images 8] [--workers 2]
-                                    [--batch 4] [--threads 2]
+    .venv/bin/python bench/scale.py [--checkpoints 3] [--images N] [--network-images 8] [--workers W]
+                                    [--batch 4] [--threads T] [--repeats 2]
+
+--images, --workers and --threads default to the workflow's `features.shard_size`, `features.workers` and
+`features.threads` (the config schema), so the figures are those of one preprocess or extract job of a shard.
 
 K seeded checkpoints (`evaluate.demo.make_demo_checkpoint`) are extracted on real coco2017-mini photos, decoded from
 JPEG exactly as the workflow does. Printed in one run:
-- preprocessing throughput (decode + both resizes, images/s) of `preprocess_shard` with 1 worker and with --workers;
+- preprocessing throughput (decode + both resizes, images/s) of `preprocess_shard` with 1 worker and with --workers,
+  each timed run writing a new inputs folder, as a preprocess job does;
 - wall time per image per checkpoint, network cost excluded (the preprocessing-bound figure: everything an
   extraction job does before the network, i.e. decode + resize + normalise per checkpoint today, against one
   `preprocess_shard` for the data set + reading and normalising its uint8 inputs per checkpoint), on --images;
@@ -35,10 +39,12 @@ COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 from evaluate.checkpoints import load_backbone  # noqa: E402
 from evaluate.datasets import CocoDataset  # noqa: E402
 from evaluate.demo_checkpoints import make_demo_checkpoint  # noqa: E402
+from evaluate.experiment import config_defaults  # noqa: E402
 from evaluate.features import extract_inputs, extract_shard  # noqa: E402
 from evaluate.inputs import BYTES_PER_IMAGE, DecodedInputs, StoredInputs, model_batches, preprocess_shard  # noqa: E402
 
 FORMATS = ("dino-backbone", "selfpatch-train", "dino-train", "backbone", "safetensors")
+FEATURES = config_defaults("features")  # the workflow's defaults: the bench times what a job does
 
 
 def timed(fn) -> float:
@@ -59,11 +65,14 @@ def folder_bytes(folder: Path, names: tuple[str, ...] | None = None) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", type=int, default=3, help="K seeded checkpoints (default 3)")
-    parser.add_argument("--images", type=int, default=32, help="images for the network-excluded figures (32)")
+    parser.add_argument("--images", type=int, default=FEATURES["shard_size"],
+                        help=f"images for the network-excluded figures (features.shard_size, {FEATURES['shard_size']})")
     parser.add_argument("--network-images", type=int, default=8, help="images for the network-included figures (8)")
-    parser.add_argument("--workers", type=int, default=2, help="preprocessing worker processes (features.workers, 2)")
+    parser.add_argument("--workers", type=int, default=FEATURES["workers"],
+                        help=f"preprocessing processes (features.workers, {FEATURES['workers']})")
     parser.add_argument("--batch", type=int, default=4, help="images per forward pass (4)")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (features.threads, 2)")
+    parser.add_argument("--threads", type=int, default=FEATURES["threads"],
+                        help=f"torch threads (features.threads, {FEATURES['threads']})")
     parser.add_argument("--repeats", type=int, default=2, help="timed repeats of each figure, best kept (2)")
     args = parser.parse_args(argv)
     if not (COCO_MINI / "annotations.json").is_file():
@@ -85,11 +94,17 @@ def main(argv: list[str] | None = None) -> int:
               f"{os.cpu_count()} CPUs; load average before {load_before[0]:.2f} (1 min) {load_before[1]:.2f} (5 min)")
         cpu_start, wall_start = time.process_time(), time.perf_counter()
 
-        # ---- preprocessing throughput: 1 worker against --workers, alternately
+        # ---- preprocessing throughput: 1 worker against --workers, alternately, each into a new folder
+        def preprocess_into_new_folder(workers: int) -> float:
+            folder = root / f"preprocess-{workers}"
+            seconds = timed(lambda: preprocess_shard(dataset, ids, folder, workers=workers))
+            shutil.rmtree(folder)
+            return seconds
+
         one, many = [], []
-        for r in range(args.repeats):
-            one.append(timed(lambda: preprocess_shard(dataset, ids, root / "p1", workers=1)))
-            many.append(timed(lambda: preprocess_shard(dataset, ids, root / "pw", workers=args.workers)))
+        for _ in range(args.repeats):
+            one.append(preprocess_into_new_folder(1))
+            many.append(preprocess_into_new_folder(args.workers))
         rate1, rate_w = len(ids) / min(one), len(ids) / min(many)
         print(f"\npreprocessing (decode + both resizes): 1 worker {rate1:.1f} img/s, {args.workers} workers "
               f"{rate_w:.1f} img/s -> {rate_w / rate1:.2f}x (target >= 1.6x on 2 cores)")

@@ -13,8 +13,9 @@ An inputs folder (`results/inputs/{dataset}/{shard}/`, temporary in the workflow
 
 841,728 bytes per image, the size of one checkpoint's float16 features of that image (900 x 384 x 2 = 480 x 480 x 3).
 
-Decoding runs in `workers` processes (forked, so the data set's annotation index is shared, not re-read), ahead of
-the writer; extraction reads and normalises the next batch in a background thread (`prefetch`) while the network
+Decoding runs in `workers` processes: this one and `workers - 1` forked ones (so the data set's annotation index is
+shared, not re-read), each claiming the next row from a shared counter and writing it into the memory-mapped arrays;
+extraction reads and normalises the next batch in a background thread (`prefetch`) while the network
 runs on the current one, and on CUDA hands the network pinned host tensors copied without blocking.
 """
 
@@ -77,14 +78,65 @@ def _decode_in_worker(image_id: int) -> tuple[np.ndarray, np.ndarray]:
     return decode_pixels(_worker_dataset, image_id)
 
 
-def _decode_into_files(task: tuple[int, int, Path, Path]) -> int:
-    """Decode one image and write its two readings into row `row` of the two (memory-mapped) .npy files."""
-    row, image_id, path480, path224 = task
-    for path, pixels in zip((path480, path224), decode_pixels(_worker_dataset, image_id)):
-        array = np.load(path, mmap_mode="r+")
-        array[row] = pixels  # a shared mapping: the page cache holds it for every process, no msync needed
-        del array
-    return row
+def _decode_rows(dataset: Any, ids: Sequence[int], path480: Path, path224: Path, next_row: Any) -> None:
+    """Claim rows from the shared counter `next_row` until every row is claimed; decode each claimed row's image and
+    write its two readings into that row of the two (memory-mapped) .npy files, opened once per process."""
+    arrays = np.load(path480, mmap_mode="r+"), np.load(path224, mmap_mode="r+")
+    try:
+        while True:
+            with next_row.get_lock():
+                row = next_row.value
+                if row >= len(ids):
+                    return
+                next_row.value = row + 1
+            for array, pixels in zip(arrays, decode_pixels(dataset, ids[row])):
+                array[row] = pixels  # a shared mapping: the page cache holds it for every process, no msync needed
+    except BaseException:
+        with next_row.get_lock():
+            next_row.value = len(ids)  # every other process stops after its current image
+        raise
+    finally:
+        del arrays
+
+
+def _decode_rows_in_worker(dataset: Any, ids: Sequence[int], path480: Path, path224: Path, next_row: Any,
+                           errors: Any) -> None:
+    """A forked worker's body: `_decode_rows`, with its error handed to the parent through `errors` (exit code 1)."""
+    try:
+        _decode_rows(dataset, ids, path480, path224, next_row)
+    except BaseException as exc:
+        try:
+            errors.put(exc)
+        except Exception:  # an exception that does not pickle travels as its text
+            errors.put(InputsError(f"{type(exc).__name__}: {exc}"))
+        raise SystemExit(1) from None
+
+
+def _decode_rows_in_parallel(dataset: Any, ids: Sequence[int], path480: Path, path224: Path, workers: int,
+                             where: Path) -> None:
+    """`_decode_rows` in this process and `workers - 1` forked ones, sharing one row counter (rows go to whichever
+    process is free, so an expensive image delays no one). The first worker error is raised here, unchanged; a
+    worker killed without one (a signal, e.g. out of memory) raises InputsError naming `where`."""
+    context = _pool_context()
+    next_row, errors = context.Value("l", 0), context.SimpleQueue()
+    forked = [context.Process(target=_decode_rows_in_worker, name=f"preprocess-{i}", daemon=True,
+                              args=(dataset, ids, path480, path224, next_row, errors)) for i in range(1, workers)]
+    for process in forked:
+        process.start()
+    try:
+        _decode_rows(dataset, ids, path480, path224, next_row)
+    finally:
+        with next_row.get_lock():
+            next_row.value = len(ids)
+        for process in forked:
+            process.join()
+    if not errors.empty():
+        raise errors.get()
+    for process in forked:
+        if process.exitcode != 0:
+            raise InputsError(f"{where}: a preprocessing worker ({process.name}) ended with exit code "
+                              f"{process.exitcode} (a negative code is the signal that killed it, e.g. 9 when out "
+                              "of memory); its images are missing, so no inputs were written")
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -126,8 +178,9 @@ def preprocess_shard(dataset: Any, image_ids: Sequence[int], out_dir: str | os.P
                      ) -> Path:
     """Decode and resize the shard's images once and write its inputs folder (module docstring); returns it.
 
-    Row i of both arrays is image_ids[i]. Each worker writes its images' rows straight into the preallocated
-    memory-mapped .npy files (temporary names, renamed when complete), so memory holds one image per worker.
+    Row i of both arrays is image_ids[i]. `workers` processes (this one included) decode the rows, each writing
+    them straight into the preallocated memory-mapped .npy files (temporary names, renamed when complete), so no
+    pixels pass through a pipe and memory holds one image per process.
     """
     out = Path(out_dir)
     ids = check_image_ids(image_ids, out)
@@ -143,20 +196,8 @@ def preprocess_shard(dataset: Any, image_ids: Sequence[int], out_dir: str | os.P
             paths[name] = stack.enter_context(atomic_path(out / f"{name}.npy"))
             created = open_memmap(paths[name], mode="w+", dtype=np.uint8, shape=(len(ids), *shape))
             del created  # the file holds the .npy header and its full size; the rows are written by _decode_into_files
-        tasks = [(row, image_id, paths["images480"], paths["images224"]) for row, image_id in enumerate(ids)]
         workers = max(1, min(int(workers), len(ids)))
-        if workers == 1:
-            _start_worker(dataset)
-            try:
-                for task in tasks:
-                    _decode_into_files(task)
-            finally:
-                _start_worker(None)
-        else:
-            # each worker writes its rows straight into the arrays: no pixels travel back through a pipe
-            with _pool_context().Pool(workers, initializer=_start_worker, initargs=(dataset,)) as pool:
-                for _ in pool.imap_unordered(_decode_into_files, tasks, chunksize=1):
-                    pass
+        _decode_rows_in_parallel(dataset, ids, paths["images480"], paths["images224"], workers, where=out)
     write_json(out / IDS, ids)  # last: its presence marks a complete folder
     return out
 

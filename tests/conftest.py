@@ -43,8 +43,8 @@ def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
 
     root = tmp_path_factory.mktemp("coco_mini_features")
     out = {}
-    for split, annotations in (("val", "annotations.json"), ("train", "annotations_train.json")):
-        dataset = CocoDataset(coco_mini / "images", coco_mini / annotations)
+    for split, annotations_file in (("val", "annotations.json"), ("train", "annotations_train.json")):
+        dataset = CocoDataset(coco_mini / "images", coco_mini / annotations_file)
         manifest = dataset.manifest(32)
         dirs = [
             extract_shard(seeded_backbone, dataset, ids, root / split / f"{n:03d}", batch_size=8,

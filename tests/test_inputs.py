@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import threading
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ import torch
 from PIL import Image, ImageOps
 
 import evaluate.datasets
+import evaluate.inputs
 from evaluate.checkpoints import load_backbone
 from evaluate.datasets import CocoDataset
 from evaluate.demo import make_demo_dataset
@@ -124,6 +126,52 @@ def test_a_corrupt_image_in_a_worker_names_the_file_and_leaves_nothing(demo_ds, 
     with pytest.raises(ImageError) as info:
         preprocess_shard(ds, [1, 2, 3, 4, 5], out, workers=2)
     assert str(bad) in str(info.value)
+    assert os.listdir(out) == []
+
+
+def test_rows_go_to_whichever_process_is_free(demo_ds, tmp_path, monkeypatch):
+    """The process that holds image 1 waits until every other image is written: only a shared row counter lets
+    the other process take all four (a fixed split of the rows would leave two of them waiting forever)."""
+    context = multiprocessing.get_context("fork")
+    done = context.Value("i", 0)
+    decoded_by = context.Array("i", 6)  # pid per image id 1..5
+    real = evaluate.inputs.decode_pixels
+
+    def recording_decode(dataset, image_id):
+        if image_id == 1:
+            deadline = time.monotonic() + 120
+            while done.value < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        pixels = real(dataset, image_id)
+        decoded_by[image_id] = os.getpid()
+        with done.get_lock():
+            done.value += 1
+        return pixels
+
+    monkeypatch.setattr(evaluate.inputs, "decode_pixels", recording_decode)
+    out = preprocess_shard(demo_ds, [1, 2, 3, 4, 5], tmp_path / "000", workers=2)
+    others = {decoded_by[i] for i in (2, 3, 4, 5)}
+    assert len(others) == 1 and decoded_by[1] not in others and 0 not in others
+    reference = preprocess_shard(demo_ds, [1, 2, 3, 4, 5], tmp_path / "one", workers=1)
+    for name in ("images480.npy", "images224.npy"):
+        assert (out / name).read_bytes() == (reference / name).read_bytes()
+
+
+@pytest.mark.badinput
+def test_a_killed_worker_is_reported_and_leaves_nothing(demo_ds, tmp_path, monkeypatch):
+    parent = os.getpid()
+    real = evaluate.inputs.decode_pixels
+
+    def dying_decode(dataset, image_id):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's out-of-memory killer would
+        return real(dataset, image_id)
+
+    monkeypatch.setattr(evaluate.inputs, "decode_pixels", dying_decode)
+    out = tmp_path / "shard"
+    with pytest.raises(InputsError, match=r"preprocessing worker .* exit code -9") as info:
+        preprocess_shard(demo_ds, [1, 2, 3, 4, 5], out, workers=2)
+    assert str(out) in str(info.value)
     assert os.listdir(out) == []
 
 

@@ -88,7 +88,6 @@ def shard_dirs(work: Path) -> list[Path]:
 
 @pytest.mark.slow
 def test_a_run_writes_only_under_its_output_folders(experiment, clean_run):
-    root = experiment["root"]
     before, after = clean_run["before"], clean_run["after"]
     changed = sorted(p for p in after if p not in before or after[p] != before[p])
     removed = sorted(p for p in before if p not in after)
