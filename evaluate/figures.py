@@ -20,7 +20,9 @@ matplotlib writes).
   eigenvector (EIGEN_FIGSIZE at DPI: 800 x 400 pixels).
 
 The overlays read the data set's annotations to draw the ground truth: a drawing, not a score, so it opens no
-labels in the ledger's sense (no openings row); every number shown comes from the records.
+labels in the ledger's sense (no openings row); every number shown comes from the records. For a sealed data set
+(`truth=False`) no ground truth is drawn at all, so a figure never shows labels the budget protects; the legend
+says so.
 """
 
 from __future__ import annotations
@@ -168,8 +170,9 @@ def _open_picture(dataset, image_id: int) -> np.ndarray:
         raise FigureError(f"{path}: cannot open image {image_id} ({exc})") from exc
 
 
-def _draw_tile(ax, dataset, image_id: int, predictions: list[dict], where: str, title: str) -> None:
-    """One overlay tile: the image, the union of `predictions` filled, the truth outlined, crowd dashed."""
+def _draw_tile(ax, dataset, image_id: int, predictions: list[dict], where: str, title: str, truth: bool) -> None:
+    """One overlay tile: the image, the union of `predictions` filled, and when `truth` the ground truth outlined,
+    crowd dashed."""
     picture = _open_picture(dataset, image_id)
     h, w = picture.shape[:2]
     try:
@@ -182,7 +185,7 @@ def _draw_tile(ax, dataset, image_id: int, predictions: list[dict], where: str, 
     shown = picture.astype(np.float32)
     shown[union] = (1 - ALPHA) * shown[union] + ALPHA * 255.0 * np.asarray(PREDICTION_COLOUR, dtype=np.float32)
     ax.imshow(np.clip(np.rint(shown), 0, 255).astype(np.uint8), interpolation="nearest")
-    objects, crowd = dataset.ground_truth(image_id)
+    objects, crowd = dataset.ground_truth(image_id) if truth else (np.zeros((h, w), bool),) * 2
     for mask, colour, style in ((objects, TRUTH_COLOUR, "solid"), (crowd, CROWD_COLOUR, "dashed")):
         if mask.any() and not mask.all():
             ax.contour(mask.astype(np.float32), levels=[0.5], colors=[colour], linewidths=1.5, linestyles=style)
@@ -193,11 +196,17 @@ def _draw_tile(ax, dataset, image_id: int, predictions: list[dict], where: str, 
     ax.set_title(title, fontsize="small")
 
 
-def _legend(fig: Figure) -> None:
-    handles = [Patch(facecolor=PREDICTION_COLOUR, alpha=ALPHA, label="prediction (filled)"),
-               Line2D([], [], color=TRUTH_COLOUR, linewidth=1.5, label="ground truth (outline)"),
-               Line2D([], [], color=CROWD_COLOUR, linewidth=1.5, linestyle="dashed", label="crowd, ignored")]
-    fig.legend(handles=handles, loc="upper center", ncol=3, fontsize="small", frameon=False)
+SEALED_LEGEND = "ground truth not drawn: the data set is sealed"
+
+
+def _legend(fig: Figure, truth: bool) -> None:
+    handles = [Patch(facecolor=PREDICTION_COLOUR, alpha=ALPHA, label="prediction (filled)")]
+    if truth:
+        handles += [Line2D([], [], color=TRUTH_COLOUR, linewidth=1.5, label="ground truth (outline)"),
+                    Line2D([], [], color=CROWD_COLOUR, linewidth=1.5, linestyle="dashed", label="crowd, ignored")]
+    else:
+        handles.append(Line2D([], [], linestyle="none", label=SEALED_LEGEND))
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize="small", frameon=False)
 
 
 def _tile_title(image_id: int, jaccard: Mapping[int, float] | None) -> str:
@@ -212,11 +221,11 @@ def _grid_figure(n_rows: int, n_cols: int) -> Figure:
     return fig
 
 
-def _finish_grid(fig: Figure, n_rows: int) -> None:
+def _finish_grid(fig: Figure, truth: bool) -> None:
     height = fig.get_figheight()
     fig.subplots_adjust(left=0.06, right=0.99, bottom=0.01, top=1 - LEGEND_INCHES / height, wspace=0.05,
                         hspace=0.18)
-    _legend(fig)
+    _legend(fig, truth)
 
 
 def mask_overlays(
@@ -226,11 +235,13 @@ def mask_overlays(
     out_png: str | os.PathLike,
     k: int = 4,
     jaccard: Mapping[str, Mapping[int, float]] | None = None,
+    truth: bool = True,
 ) -> Path:
     """A grid: one row per checkpoint (`results`: name -> COCO results JSON with RLE masks), one column per
     image among the first `k` sorted image ids of the data set (`annotations_path`, images in `images_dir`).
 
     jaccard: checkpoint -> image id -> per-image Jaccard in percent (from its decoder record) for the titles.
+    truth: draw the ground truth (False for a sealed data set: its labels are not shown).
     PNG size: (k * TILE_INCHES * DPI) x ((len(results) * TILE_INCHES + LEGEND_INCHES) * DPI) pixels.
     """
     from evaluate.datasets import CocoDataset  # noqa: PLC0415
@@ -252,8 +263,8 @@ def mask_overlays(
                 ax.set_ylabel(name, fontsize="small")
             if col < len(ids):
                 _draw_tile(ax, dataset, ids[col], by_image.get(ids[col], []), str(results[name]),
-                           _tile_title(ids[col], None if jaccard is None else jaccard.get(name, {})))
-    _finish_grid(fig, len(names))
+                           _tile_title(ids[col], None if jaccard is None else jaccard.get(name, {})), truth)
+    _finish_grid(fig, truth)
     return save_png(fig, out_png)
 
 
@@ -266,9 +277,11 @@ def gallery_figure(
     jaccard: Mapping[int, float],
     out_png: str | os.PathLike,
     checkpoint: str,
+    truth: bool = True,
 ) -> Path:
     """One checkpoint's worst images (top row, worst first) and best images (bottom row, best first) as overlay
-    tiles; `jaccard`: image id -> per-image Jaccard in percent. PNG size as `mask_overlays` with 2 rows."""
+    tiles; `jaccard`: image id -> per-image Jaccard in percent; `truth` as `mask_overlays`. PNG size as
+    `mask_overlays` with 2 rows."""
     from evaluate.datasets import CocoDataset  # noqa: PLC0415
 
     dataset = CocoDataset(images_dir, annotations_path)
@@ -284,8 +297,8 @@ def gallery_figure(
                 ax.set_ylabel(label, fontsize="small")
             if col < len(ids):
                 _draw_tile(ax, dataset, ids[col], by_image.get(int(ids[col]), []), str(results_json),
-                           _tile_title(ids[col], jaccard))
-    _finish_grid(fig, 2)
+                           _tile_title(ids[col], jaccard), truth)
+    _finish_grid(fig, truth)
     return save_png(fig, out_png)
 
 
@@ -428,9 +441,9 @@ def record_jaccard(records: Sequence[dict], dataset: str) -> dict[str, dict[int,
 def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *, dataset: Mapping | None = None,
                    masks: Mapping[str, str | os.PathLike] | None = None, sweep_csv: str | os.PathLike | None = None,
                    overlay_images: int, gallery_images: int | None = None, resamples: int,
-                   seed: int) -> list[Path]:
+                   seed: int, truth: bool = True) -> list[Path]:
     """Every figure but the eigenvector map: measures against epoch; for `dataset` ({"name", "images",
-    "annotations"}) with `masks` (checkpoint -> COCO results) the overlays of its first `overlay_images` images
+    "annotations"}; `truth`: draw its ground truth, False when it is sealed) with `masks` (checkpoint -> COCO results) the overlays of its first `overlay_images` images
     and each checkpoint's gallery of `gallery_images` worst and best images (by the records' Jaccard); the sweep
     heatmap (with the sweep record's selected setting); the SCATTER_PAIR agreement figure per eval data set.
     Returns the PNG paths (each has its PDF beside it)."""
@@ -445,7 +458,7 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
         jaccard = record_jaccard(records, name)
         overlay = out / f"overlays_{_safe(name)}.png"
         files.append(mask_overlays(dataset["images"], dataset["annotations"], masks, overlay, k=overlay_images,
-                                   jaccard=jaccard))
+                                   jaccard=jaccard, truth=truth))
         if gallery_images:
             for rec in sorted(records, key=lambda r: r["checkpoint"]):
                 if rec["kind"] == "decoder" and rec["role"] == "eval" and rec["dataset"] == name \
@@ -454,7 +467,7 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                     files.append(gallery_figure(
                         dataset["images"], dataset["annotations"], masks[rec["checkpoint"]], worst, best,
                         jaccard.get(rec["checkpoint"], {}),
-                        out / f"gallery_{_safe(name)}_{_safe(rec['checkpoint'])}.png", rec["checkpoint"]))
+                        out / f"gallery_{_safe(name)}_{_safe(rec['checkpoint'])}.png", rec["checkpoint"], truth))
     sweeps = [r for r in records if r["kind"] == "sweep"]
     if sweep_csv is not None and sweeps:
         files.append(sweep_heatmap(sweep_csv, sweeps[0]["setting"], out / "sweep_heatmap.png"))

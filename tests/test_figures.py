@@ -7,12 +7,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 from PIL import Image
 from pycocotools import mask as mask_utils
 
+import evaluate.figures as figures_module
 from evaluate.figures import (
     ALPHA,
     PREDICTION_COLOUR,
+    SEALED_LEGEND,
     TRUTH_COLOUR,
     FigureError,
     agreement_scatter,
@@ -138,7 +141,7 @@ def colours(path: Path) -> set[tuple[int, int, int]]:
         return {tuple(c) for c in np.asarray(im.convert("RGB")).reshape(-1, 3).tolist()}
 
 
-def test_overlay_shows_the_truth_as_an_outline_and_the_prediction_filled(tmp_path):
+def test_overlay_shows_the_truth_as_an_outline_the_prediction_filled_and_no_truth_when_sealed(tmp_path):
     (tmp_path / "images").mkdir()
     Image.fromarray(np.full((40, 40, 3), 100, np.uint8)).save(tmp_path / "images" / "1.png")
     truth = np.zeros((40, 40), bool)
@@ -162,6 +165,23 @@ def test_overlay_shows_the_truth_as_an_outline_and_the_prediction_filled(tmp_pat
     worst_best = gallery_figure(tmp_path / "images", tmp_path / "ann.json", tmp_path / "r.json", [1], [1],
                                 {1: 33.3}, tmp_path / "g.png", "ck")
     assert png_size_and_text(worst_best)[0] == (200, 460) and worst_best.with_suffix(".pdf").is_file()
+
+    # a sealed data set: the same tiles without any ground truth, the legend saying why
+    sealed = mask_overlays(tmp_path / "images", tmp_path / "ann.json", {"ck": tmp_path / "r.json"},
+                           tmp_path / "sealed.png", k=1, jaccard={"ck": {1: 33.3}}, truth=False)
+    sealed_gallery = gallery_figure(tmp_path / "images", tmp_path / "ann.json", tmp_path / "r.json", [1], [1],
+                                    {1: 33.3}, tmp_path / "sg.png", "ck", truth=False)
+    for figure in (sealed, sealed_gallery):
+        shown = colours(figure)
+        assert filled in shown and (100, 100, 100) in shown
+        assert tuple(int(round(255 * c)) for c in TRUTH_COLOUR) not in shown
+    legends = {}
+    for truth in (True, False):
+        fig = Figure()
+        figures_module._legend(fig, truth)
+        legends[truth] = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legends[True] == ["prediction (filled)", "ground truth (outline)", "crowd, ignored"]
+    assert legends[False] == ["prediction (filled)", SEALED_LEGEND]
 
 
 SWEEP = (

@@ -46,6 +46,7 @@ def figures(smk: Any) -> None:
     figure_config: dict = smk.params.figures
     resamples, seed = int(smk.params.bootstrap["resamples"]), int(smk.params.bootstrap["seed"])
     dataset: dict | None = smk.params.dataset
+    truth = bool(smk.params.truth)  # False: the figures' data set is sealed, its ground truth is not drawn
     checkpoints: list[str] = list(smk.params.checkpoints)
     reference: str = smk.params.reference
     out = Path(smk.output[0])
@@ -55,7 +56,8 @@ def figures(smk: Any) -> None:
     out.mkdir(parents=True, exist_ok=True)
     files = ledger_figures(ledger_dir, out, dataset=dataset, masks=dict(zip(checkpoints, masks)) if masks else None,
                            sweep_csv=sweep_csv, overlay_images=int(figure_config["overlay_images"]),
-                           gallery_images=int(figure_config["gallery_images"]), resamples=resamples, seed=seed)
+                           gallery_images=int(figure_config["gallery_images"]), resamples=resamples, seed=seed,
+                           truth=truth)
     if masks:
         import numpy as np
 

@@ -203,6 +203,13 @@ def figure_dataset():
     return EVAL_DATASETS[0] if SELECT_DATASET and EVAL_DATASETS else None
 
 
+def figure_truth():
+    """Whether the figures draw their data set's ground truth: not for a sealed one (a parameter, so sealing a data
+    set redraws the figures without it)."""
+    d = figure_dataset()
+    return not (d and DATASETS[d].sealed)
+
+
 def eigenvector_inputs(wildcards):
     return {
         "keys480": feature_shards(wildcards.checkpoint, wildcards.dataset, paths.KEYS480),

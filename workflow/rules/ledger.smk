@@ -61,6 +61,7 @@ rule figures:
         figures=config["figures"],
         bootstrap=config["bootstrap"],
         dataset=dataset_params(figure_dataset()) if figure_dataset() else None,
+        truth=figure_truth(),
         checkpoints=list(CHECKPOINTS),
         reference=REFERENCE,
         job=JOBS["figures"],
