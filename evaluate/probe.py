@@ -556,7 +556,7 @@ def class_names(classes: Sequence[str]) -> list[str]:
 
 
 def per_class_iou(
-    per_image: Iterable[Iterable[Iterable[int]]], n_classes: int, *, resamples: int = 10000, seed: int = 0,
+    per_image: Iterable[Iterable[Iterable[int]]], n_classes: int, *, resamples: int, seed: int,
     level: float = 0.95,
 ) -> list[dict[str, Any]]:
     """IoU of each class over the pooled per-image confusions, with a percentile bootstrap interval over images.

@@ -361,7 +361,7 @@ def _check_args(resamples: int, level: float) -> None:
 
 
 def bootstrap_ci(
-    stats: Any, reducer: str, resamples: int = 10000, seed: int = 0, level: float = 0.95
+    stats: Any, reducer: str, *, resamples: int, seed: int, level: float = 0.95
 ) -> tuple[float, float, float]:
     """(value, lo, hi): the reducer on all images and its percentile bootstrap interval over images.
 
@@ -380,7 +380,7 @@ def bootstrap_ci(
 
 
 def paired_bootstrap_diff(
-    stats_a: Any, stats_b: Any, reducer: str, resamples: int = 10000, seed: int = 0, level: float = 0.95
+    stats_a: Any, stats_b: Any, reducer: str, *, resamples: int, seed: int, level: float = 0.95
 ) -> tuple[float, float, float]:
     """(diff, lo, hi) of reducer(a) - reducer(b) with the same images resampled for both (paired bootstrap).
 

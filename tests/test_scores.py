@@ -230,7 +230,7 @@ def random_confusions(rng, n, k):
 
 
 def test_bootstrap_constant_input_has_zero_width():
-    value, lo, hi = bootstrap_ci(np.full(37, 0.3), "mean", resamples=2000)
+    value, lo, hi = bootstrap_ci(np.full(37, 0.3), "mean", resamples=2000, seed=0)
     assert value == pytest.approx(0.3, abs=1e-15)
     assert lo == pytest.approx(0.3, abs=1e-12) and hi == pytest.approx(0.3, abs=1e-12)
     assert hi - lo == pytest.approx(0.0, abs=1e-12)
@@ -273,15 +273,16 @@ def test_miou_reducer_on_confusions_equals_counts_reducer():
     conf = random_confusions(np.random.default_rng(8), 25, 5)
     counts = miou_counts_from_confusion(conf)
     assert counts.shape == (25, 3, 5)
-    assert bootstrap_ci(conf, "miou", resamples=500) == bootstrap_ci(counts, "miou-counts", resamples=500)
-    assert bootstrap_ci(conf, "miou", resamples=500)[0] == pytest.approx(slow_miou(conf), rel=1e-14)
+    from_counts = bootstrap_ci(counts, "miou-counts", resamples=500, seed=0)
+    assert bootstrap_ci(conf, "miou", resamples=500, seed=0) == from_counts
+    assert bootstrap_ci(conf, "miou", resamples=500, seed=0)[0] == pytest.approx(slow_miou(conf), rel=1e-14)
 
 
 def test_paired_diff_of_identical_inputs_is_exactly_zero():
     x = np.random.default_rng(3).random(60)
-    assert paired_bootstrap_diff(x, x.copy(), "mean") == (0.0, 0.0, 0.0)
+    assert paired_bootstrap_diff(x, x.copy(), "mean", resamples=1000, seed=0) == (0.0, 0.0, 0.0)
     conf = random_confusions(np.random.default_rng(4), 20, 4)
-    assert paired_bootstrap_diff(conf, conf.copy(), "miou", resamples=300) == (0.0, 0.0, 0.0)
+    assert paired_bootstrap_diff(conf, conf.copy(), "miou", resamples=300, seed=0) == (0.0, 0.0, 0.0)
 
 
 def test_paired_diff_matches_a_slow_paired_loop():
@@ -297,19 +298,19 @@ def test_paired_diff_matches_a_slow_paired_loop():
     assert diff == pytest.approx(a.mean() - b.mean(), rel=1e-12)
     assert (lo, hi) == pytest.approx(tuple(np.percentile(diffs, [2.5, 97.5])), rel=1e-10)
     # a constant shift is known exactly on every resample
-    shifted = paired_bootstrap_diff(a + 1.0, a, "mean", resamples=500)
+    shifted = paired_bootstrap_diff(a + 1.0, a, "mean", resamples=500, seed=0)
     assert shifted == pytest.approx((1.0, 1.0, 1.0), abs=1e-12)
 
 
 def test_bootstrap_bad_input_names_the_problem():
     with pytest.raises(ScoreError, match="unknown reducer"):
-        bootstrap_ci(np.ones(3), "median")
+        bootstrap_ci(np.ones(3), "median", resamples=1000, seed=0)
     with pytest.raises(ScoreError, match=r"\(n, 2\)"):
-        bootstrap_ci(np.ones(3), "ratio")
+        bootstrap_ci(np.ones(3), "ratio", resamples=1000, seed=0)
     with pytest.raises(ScoreError, match="at least one image"):
-        bootstrap_ci(np.ones(0), "mean")
+        bootstrap_ci(np.ones(0), "mean", resamples=1000, seed=0)
     with pytest.raises(ScoreError, match="same images"):
-        paired_bootstrap_diff(np.ones(3), np.ones(4), "mean")
+        paired_bootstrap_diff(np.ones(3), np.ones(4), "mean", resamples=1000, seed=0)
 
 
 # ---------------------------------------------------------------------------------------------------------- AP
