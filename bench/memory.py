@@ -2,8 +2,13 @@
 
 In one run, the real workflow (one seeded checkpoint, decoder and probe) is run twice on coco2017-mini photos:
 an eval data set of --small and of --large images (select and probe-train sets stay at 10 images each). Snakemake's
-own per-job benchmark files give each job's peak RSS (max_rss, MB); the bench prints, per rule, the largest peak
-of any job of that rule for both sizes, and their ratio. Target: the larger within 1.2x of the smaller.
+own per-job benchmark files give each job's peak RSS (max_rss, MB) and peak PSS (max_pss, MB: shared pages divided
+among the processes sharing them); the bench prints, per rule, the largest peak of any job of that rule for both
+sizes, and their ratio. Target: the larger within 1.2x of the smaller.
+
+RSS counts a page once per process that maps it, so a job with forked workers (preprocess) reads about twice its
+memory whenever Snakemake's sampler happens to catch a worker alive, and its RSS peak is bimodal across its jobs
+whatever the data set's size; PSS counts each shared page once and is the figure to read for such a job.
 
     python bench/memory.py [--small 30] [--large 150] [--shard-size 10] [--keep DIR]
 """
@@ -61,21 +66,22 @@ def experiment(root: Path, n_eval: int, shard_size: int, pooled: dict, checkpoin
     }
 
 
-def peak_rss_by_rule(work: Path) -> dict[str, float]:
+def peak_by_rule(work: Path, column: str) -> dict[str, float]:
+    """The largest `column` (max_rss or max_pss, MB) of any job of each rule, from the benchmark files."""
     peaks: dict[str, float] = {}
     for rule in RULES:
         for tsv in (work / "benchmarks" / rule).rglob("*.tsv") if (work / "benchmarks" / rule).exists() else []:
             with open(tsv) as handle:
                 for row in csv.DictReader(handle, delimiter="\t"):
                     try:
-                        peaks[rule] = max(peaks.get(rule, 0.0), float(row["max_rss"]))
+                        peaks[rule] = max(peaks.get(rule, 0.0), float(row[column]))
                     except (KeyError, ValueError):
                         pass
         tsv = work / "benchmarks" / f"{rule}.tsv"
         if tsv.exists():
             with open(tsv) as handle:
                 for row in csv.DictReader(handle, delimiter="\t"):
-                    peaks[rule] = max(peaks.get(rule, 0.0), float(row["max_rss"]))
+                    peaks[rule] = max(peaks.get(rule, 0.0), float(row[column]))
     return peaks
 
 
@@ -119,22 +125,30 @@ def main() -> int:
         if proc.returncode != 0:
             print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
             return 1
-        peaks[n] = peak_rss_by_rule(work)
+        peaks[n] = {column: peak_by_rule(work, column) for column in ("max_rss", "max_pss")}
         print(f"{n} eval images: workflow finished in {walls[n]:.0f} s", flush=True)
 
-    small, large = peaks[args.small], peaks[args.large]
-    print(f"\npeak RSS per job (MB, largest job of each rule), eval data set of {args.small} vs {args.large} images "
-          f"(shards of {args.shard_size}):")
-    print(f"{'rule':16s} {args.small:>10d} {args.large:>10d}   ratio")
-    worst = 0.0
+    print(f"\npeak memory per job (MB, largest job of each rule), eval data set of {args.small} vs {args.large} "
+          f"images (shards of {args.shard_size}):")
+    print(f"{'':16s} {'RSS':>26s}   {'PSS':>26s}")
+    print(f"{'rule':16s} {args.small:>8d} {args.large:>8d}   ratio   {args.small:>8d} {args.large:>8d}   ratio")
+    worst = {"max_rss": 0.0, "max_pss": 0.0}
     for rule in RULES:
-        if rule in small and rule in large:
+        cells = []
+        for column in ("max_rss", "max_pss"):
+            small, large = peaks[args.small][column], peaks[args.large][column]
+            if rule not in small or rule not in large:
+                break
             ratio = large[rule] / small[rule]
-            worst = max(worst, ratio)
-            print(f"{rule:16s} {small[rule]:10.0f} {large[rule]:10.0f}   {ratio:.2f}x")
-    overall = max(large.values()) / max(small.values())
-    print(f"\nlargest job overall: {max(small.values()):.0f} MB vs {max(large.values()):.0f} MB -> {overall:.2f}x "
-          f"(target <= 1.2x); worst rule {worst:.2f}x")
+            worst[column] = max(worst[column], ratio)
+            cells.append(f"{small[rule]:8.0f} {large[rule]:8.0f}   {ratio:.2f}x")
+        if len(cells) == 2:
+            print(f"{rule:16s} {cells[0]}   {cells[1]}")
+    for column, name in (("max_rss", "RSS"), ("max_pss", "PSS")):
+        small, large = peaks[args.small][column], peaks[args.large][column]
+        overall = max(large.values()) / max(small.values())
+        print(f"largest job overall, {name}: {max(small.values()):.0f} MB vs {max(large.values()):.0f} MB -> "
+              f"{overall:.2f}x (target <= 1.2x); worst rule {worst[column]:.2f}x")
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     return 0
