@@ -204,7 +204,7 @@ def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
 class FeatureReader:
     """A data set's feature shards as one lazy array, in the order the shard folders are given.
 
-    `.image_ids` list[int] (row order); `len()`; `.keys480(i)` -> (900, 384) float32; `.tokens224(i)` ->
+    `.image_ids` list[int] (row order); `len()`; `.files()`; `.keys480(i)` -> (900, 384) float32; `.tokens224(i)` ->
     (196, 384) float32; `.row(image_id)` -> i; `.iter_shards(kind)` yields (ids, memmap (n, N, 384)) per shard.
     Construction reads only image_ids.json, meta.json and the .npy headers; arrays are memory-mapped on use.
     kinds: the arrays that must be there (default both; the probe reads only tokens224, and with `features.keep`
@@ -260,6 +260,10 @@ class FeatureReader:
                 shard = self.shard_dirs[self._shard_of(row)[0]]
                 raise FeatureError(f"{shard / IDS}: image id {image_id} appears in more than one row or shard")
             self._row_of[image_id] = row
+
+    def files(self) -> list[Path]:
+        """The files the reader's values come from, shard by shard: image_ids.json, then the array of each kind."""
+        return [path for shard in self.shard_dirs for path in (shard / IDS, *(shard / f"{k}.npy" for k in self.kinds))]
 
     @staticmethod
     def _read_json(path: Path) -> Any:

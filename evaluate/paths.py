@@ -42,6 +42,8 @@ SWEEP_RECORD = RECORD.replace("{kind}", "sweep")
 DECODER_RECORD = RECORD.replace("{kind}", "decoder")
 PROBE_RECORD = RECORD.replace("{kind}", "probe")
 OPENINGS = f"{LEDGER}/openings.csv"
+# a copy of each eval record under the key of what decided it, so a re-run on the same inputs opens no labels
+SCORE_REUSE = f"{LEDGER}/reuse/{{key}}.json"
 SCORES_CSV = f"{LEDGER}/scores.csv"
 SCORES_PARQUET = f"{LEDGER}/scores.parquet"
 TABLES = f"{RESULTS}/tables"

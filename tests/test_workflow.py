@@ -6,7 +6,8 @@ data sets of two images, one demo checkpoint, a two-setting sweep) for real, the
 - after adding one checkpoint, only that checkpoint's jobs (extraction, decoding, scoring, probe), not the sweep;
   the shards' decoded inputs (results/inputs/, made once per data set) are reused, not decoded again;
 - with `features.keep: false` a finished run leaves no keys480/tokens224 behind, its tables equal those of a run
-  that kept them, and adding a checkpoint afterwards runs only its jobs and leaves no arrays either;
+  that kept them, and adding a checkpoint afterwards runs only its jobs and leaves no arrays either; a forced
+  re-selection then re-extracts every shard, and the scoring jobs reuse their records, opening no eval labels;
 - after editing what code in evaluate/ does, the jobs that depend on it re-run; editing a comment re-runs nothing.
 """
 
@@ -271,3 +272,22 @@ def test_adding_a_checkpoint_with_features_dropped_runs_only_its_jobs(dropped):
     assert (records / "decoder" / "b" / "val.json").is_file() and (records / "probe" / "b" / "val.json").is_file()
     assert feature_arrays(dropped.work) == []
     assert planned_jobs(dropped.snakemake("--dry-run")) == {}
+
+
+def test_re_extracting_dropped_features_opens_no_eval_labels_again(dropped):
+    """A forced re-selection re-decodes every checkpoint, which re-extracts its dropped shards and so rewrites the
+    tokens the probe was scored on: the scoring jobs run again, but on the same bytes, so they reuse their records
+    and the sealed eval set's labels are not opened again; only the forced selection opens the select labels."""
+    records = dropped.work / "results" / "ledger" / "records"
+    scored = sorted([*(records / "decoder").rglob("*.json"), *(records / "probe").rglob("*.json")])
+    before = {p: p.read_bytes() for p in scored}
+    openings_file = dropped.work / "results" / "ledger" / "openings.csv"
+    rows_before = list(csv.DictReader(openings_file.open()))
+    jobs = planned_jobs(dropped.snakemake("--dry-run", "--forcerun", "select_setting"))
+    assert jobs.get("extract") and jobs.get("score_probe") == 2 and jobs.get("score_decoder") == 2, jobs
+    dropped.snakemake("--forcerun", "select_setting")
+    rows = list(csv.DictReader(openings_file.open()))
+    assert rows[: len(rows_before)] == rows_before
+    assert [(r["dataset"], r["purpose"]) for r in rows[len(rows_before):]] == [("sel", "select")]
+    assert {p: p.read_bytes() for p in scored} == before  # the same records, byte for byte
+    assert feature_arrays(dropped.work) == []

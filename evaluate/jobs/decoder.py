@@ -110,7 +110,9 @@ def merge_masks(smk: Any) -> None:
 def score_decoder(smk: Any) -> None:
     """Open an eval data set's labels once: Jaccard, CorLoc (with intervals), mask AP, AP50, AR@10."""
     masks, selected_file = Path(smk.input.masks), Path(smk.input.selected)
-    features_meta = Path(smk.input.meta)
+    features_meta, manifest = Path(smk.input.meta), Path(smk.input.manifest)
+    annotations_file = Path(smk.input.annotations)
+    code: str = smk.params.code
     dataset_name: str = smk.params.dataset["name"]
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
     checkpoint: dict = smk.params.checkpoint
@@ -132,7 +134,10 @@ def score_decoder(smk: Any) -> None:
     measures = score_eval_set(
         config, dataset=dataset, dataset_name=dataset_name, checkpoint=checkpoint,
         features_meta=features_meta, kind="decoder", purpose="eval", setting=setting, n_images=len(dataset.image_ids),
-        out_record=out_record,
+        # the setting enters the reuse key by name: selected.yaml's bytes also hold the selection's opening row,
+        # which a re-selection renews even when it selects the same setting
+        out_record=out_record, decided_by=[masks, manifest, annotations_file],
+        settings={"code": code, "resamples": resamples, "seed": seed},
         score=lambda: (decoder_measures(dataset, results, resamples=resamples, seed=seed),
                        {"image_categories": image_categories(dataset)}),
     )

@@ -1,12 +1,24 @@
-"""What the scoring jobs share: opening a data set's labels in the run's ledger, and a record's identity fields."""
+"""What the scoring jobs share: opening a data set's labels in the run's ledger, a record's identity fields, and
+reusing an eval record whose inputs were scored before (docs/design.md §7).
+
+Reuse: Snakemake re-runs a scoring job whenever an input is rewritten, even with the same bytes: with
+`features.keep: false` a re-decode re-extracts the shard, so every probe and decoder score of it would open the eval
+labels again for the same numbers. So each eval record is also kept under its reuse key, the sha256 of everything
+that decides it (the bytes of its input files, the job's code hash and settings, the checkpoint's identity); a job
+whose key is already in `results/ledger/reuse/` writes that record again, byte for byte, and opens no labels.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
-from evaluate.paths import LEDGER
+from evaluate.paths import LEDGER, OPENINGS, SCORE_REUSE
+
+log = logging.getLogger("evaluate.jobs.labels")
 
 
 def open_labels(config: dict, dataset: Any, dataset_name: str, *, role: str, purpose: str, checkpoint: str,
@@ -46,18 +58,68 @@ def record_identity(config: dict, checkpoint: dict, features_meta: str | os.Path
     }
 
 
+def reuse_key(files: Iterable[str | os.PathLike], values: dict) -> str:
+    """sha256 of what decides a record: the bytes of `files`, in order, and `values` (canonical JSON)."""
+    from evaluate.provenance import sha256_file, sha256_json
+
+    return sha256_json({"files": [sha256_file(f) for f in files], "values": values})
+
+
+def reusable_record(path: Path, expected: dict) -> bytes | None:
+    """The bytes of the record kept at `path` when it can stand for a new scoring: intact (its hash checks), of the
+    same job (`expected`: kind, checkpoint, dataset, role, setting) and citing an opening row that this ledger's
+    openings.csv holds. None otherwise (absent, or why is logged)."""
+    from evaluate.ledger import LedgerError
+    from evaluate.ledger.openings import read_openings
+    from evaluate.ledger.records import read_record
+
+    if not path.is_file():
+        return None
+    try:
+        record = read_record(path)
+        rows = {row["row_sha256"] for row in read_openings(OPENINGS)}
+    except LedgerError as exc:
+        log.warning("not reusing %s: %s", path, exc)
+        return None
+    differs = [key for key, value in expected.items() if record.get(key) != value]
+    if differs:
+        log.warning("not reusing %s: its %s differ from this job's", path, ", ".join(differs))
+        return None
+    if record["opening_row_sha256"] not in rows:
+        log.warning("not reusing %s: the opening it cites is not in %s", path, OPENINGS)
+        return None
+    return path.read_bytes()
+
+
 def score_eval_set(config: dict, *, dataset: Any, dataset_name: str, checkpoint: dict,
                    features_meta: str | os.PathLike, kind: str, purpose: str, setting: str, n_images: int,
-                   out_record: str | os.PathLike,
+                   out_record: str | os.PathLike, decided_by: Iterable[str | os.PathLike], settings: dict,
                    score: Callable[[], tuple[list[dict], dict]]) -> list[dict]:
     """Score a checkpoint on an eval data set, on the record: open its labels once, run `score` (-> the record's
     measures and any further record fields drawn from the labels, e.g. each image's categories), write the ledger
-    record (kind decoder or probe) with the opening's row hash; return the measures."""
-    from evaluate.ledger.records import make_record, write_record
+    record (kind decoder or probe) with the opening's row hash; return the measures.
+
+    decided_by: the input files whose bytes decide the record (features or masks, probe weights, annotations,
+      manifest); settings: the job's code hash and the settings it scores with (bootstrap). With the checkpoint's
+      identity and the setting they make the reuse key (module docstring): a key scored before is not scored again.
+    """
+    from evaluate.atomic import write_bytes
+    from evaluate.ledger.records import make_record, read_record, write_record
     from evaluate.provenance import sha256_json
 
     started = time.time()
     identity = record_identity(config, checkpoint, features_meta, dataset_name, "eval")
+    job = {"kind": kind, "checkpoint": identity["checkpoint"], "dataset": dataset_name, "role": "eval",
+           "setting": setting}
+    values = {**{k: v for k, v in identity.items() if k != "config_hash"}, **job, "purpose": purpose,
+              "n_images": int(n_images), "settings": settings}
+    kept = Path(SCORE_REUSE.format(key=reuse_key(decided_by, values)))
+    reused = reusable_record(kept, job)
+    if reused is not None:
+        write_bytes(out_record, reused)
+        log.info("%s: the same inputs, code and settings were scored before; their record is reused from %s, "
+                 "and the labels of %s are not opened again", out_record, kept, dataset_name)
+        return read_record(out_record)["measures"]
     with open_labels(config, dataset, dataset_name, role="eval", purpose=purpose, checkpoint=checkpoint["name"],
                      setting=setting, n_images=n_images) as labels:
         measures, fields = score()
@@ -65,4 +127,5 @@ def score_eval_set(config: dict, *, dataset: Any, dataset_name: str, checkpoint:
     record = make_record(kind=kind, setting=setting, opening_row_sha256=labels.row_sha256, measures=measures,
                          started=started, **identity)
     write_record(out_record, {**record, **fields}, replace=True)
+    write_bytes(kept, Path(out_record).read_bytes())
     return measures

@@ -56,11 +56,13 @@ def score_probe(smk: Any) -> None:
     """Open one eval data set's labels once and score the checkpoint's probe on it: mIoU and patch accuracy."""
     shard_dirs = [Path(p).parent for p in smk.input.features]
     weights, training_file = Path(smk.input.weights), Path(smk.input.training)
-    features_meta = Path(smk.input.meta)
+    features_meta, manifest = Path(smk.input.meta), Path(smk.input.manifest)
+    annotations_file = Path(smk.input.annotations)
     dataset_name: str = smk.params.dataset["name"]
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
     checkpoint: dict = smk.params.checkpoint
     resamples, seed = int(smk.params.bootstrap["resamples"]), int(smk.params.bootstrap["seed"])
+    code: str = smk.params.code
     config: dict = smk.config
     out_record = Path(smk.output.record)
 
@@ -80,6 +82,8 @@ def score_probe(smk: Any) -> None:
         features_meta=features_meta, kind="probe", purpose="probe-eval", setting=training["setting"],
         n_images=len(reader.image_ids),
         out_record=out_record,
+        decided_by=[*reader.files(), weights, training_file, manifest, annotations_file],
+        settings={"code": code, "resamples": resamples, "seed": seed},
         score=lambda: (probe_measures(probe, eval_items(reader, evaluation, class_of_category), resamples=resamples,
                                       seed=seed),
                        {"train_opening_row_sha256": training["opening_row_sha256"],
