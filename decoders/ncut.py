@@ -54,8 +54,9 @@ import scipy.linalg.blas as _blas
 import scipy.ndimage
 
 from decoders.settings import DEFAULT_GRID_SPEC, DecoderError, NcutSettings, settings_grid  # noqa: F401 (protocol)
+from evaluate.readings import KEYS480_GRID
 
-GRID = (30, 30)
+GRID = (KEYS480_GRID, KEYS480_GRID)
 SOLVERS = ("lanczos", "dense")
 
 # |float32 S - exact S| for unit vectors of C entries is below C * 2^-24 (accumulation) plus input rounding:

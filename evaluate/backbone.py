@@ -34,14 +34,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from evaluate import EvaluationError
+from evaluate.readings import PATCH, TOKENS224_GRID, WIDTH
 
-PATCH = 16
-EMBED_DIM = 384
+EMBED_DIM = WIDTH
 DEPTH = 12
 HEADS = 6
 MLP_HIDDEN = 1536
 LN_EPS = 1e-6
-POS_GRID = 14  # the position table is trained for 224 x 224 inputs: a 14 x 14 grid of patches
+POS_GRID = TOKENS224_GRID  # the position table is trained for 224 x 224 inputs: a 14 x 14 grid of patches
 # LayerScale's initial gamma for a freshly built (random) network: CaiT's rule for depth <= 18. Trained checkpoints
 # bring their own gammas; this only matters for seeded demo networks.
 LAYERSCALE_INIT = 0.1

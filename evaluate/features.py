@@ -33,9 +33,9 @@ from tqdm import tqdm
 from evaluate import EvaluationError
 from evaluate.atomic import atomic_path, write_json
 from evaluate.images import TRANSFORMS
+from evaluate.readings import KINDS
 from evaluate.provenance import code_version, library_versions
 
-KINDS = {"keys480": (900, 384), "tokens224": (196, 384)}
 DTYPES = ("float16", "float32")
 META = "meta.json"
 IDS = "image_ids.json"

@@ -37,7 +37,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
-from PIL import Image, ImageOps
+from PIL import Image
 
 from evaluate import EvaluationError
 from evaluate.atomic import atomic_path
@@ -162,12 +162,13 @@ def _results_by_image(path: str | os.PathLike) -> dict[int, list[dict]]:
 
 
 def _open_picture(dataset, image_id: int) -> np.ndarray:
-    path = dataset.image_path(image_id)
+    """The image as the readings start from it (`evaluate.images.open_rgb`): (H, W, 3) uint8."""
+    from evaluate.images import ImageError, open_rgb  # noqa: PLC0415
+
     try:
-        with Image.open(path) as im:
-            return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
-    except OSError as exc:
-        raise FigureError(f"{path}: cannot open image {image_id} ({exc})") from exc
+        return np.asarray(open_rgb(dataset.image_path(image_id)))
+    except ImageError as exc:
+        raise FigureError(f"image {image_id}: {exc}") from exc
 
 
 def _draw_tile(ax, dataset, image_id: int, predictions: list[dict], where: str, title: str, truth: bool) -> None:
@@ -400,12 +401,14 @@ def eigenvector_figure(image_path: str | os.PathLike, eigenvector: np.ndarray, o
     """The image (resized to 480 x 480 as keys480 sees it) beside its second eigenvector, a float (30, 30) map."""
     eigenvector = np.asarray(eigenvector, dtype=np.float64)
     if eigenvector.ndim != 2:
-        raise FigureError(f"eigenvector map for {image_path} must be 2-D (30, 30), got shape {eigenvector.shape}")
+        raise FigureError(f"eigenvector map for {image_path} must be 2-D (keys480's patch grid), got shape "
+                          f"{eigenvector.shape}")
+    from evaluate.images import ImageError, keys480_pixels, open_rgb  # noqa: PLC0415
+
     try:
-        with Image.open(image_path) as im:
-            picture = np.asarray(ImageOps.exif_transpose(im).convert("RGB").resize((480, 480), Image.LANCZOS))
-    except OSError as exc:
-        raise FigureError(f"{image_path}: cannot open image ({exc})") from exc
+        picture = keys480_pixels(open_rgb(image_path))  # exactly the pixels keys480 is computed from
+    except ImageError as exc:
+        raise FigureError(str(exc)) from exc
     fig = Figure(figsize=EIGEN_FIGSIZE, dpi=DPI)
     left = fig.add_subplot(1, 2, 1)
     left.imshow(picture, interpolation="nearest")

@@ -24,12 +24,11 @@ import torch
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from evaluate import EvaluationError
+from evaluate.readings import KEYS480_SIZE, PATCH, TOKENS224_SIZE
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-KEYS480_SIZE = 480
-TOKENS224_SIZE = 224
-MIN_SIDE = 16  # one patch: a smaller image holds no information at the backbone's resolution
+MIN_SIDE = PATCH  # one patch: a smaller image holds no information at the backbone's resolution
 
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 

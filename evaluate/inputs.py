@@ -36,7 +36,8 @@ from numpy.lib.format import open_memmap
 
 from evaluate import EvaluationError
 from evaluate.atomic import atomic_path, write_json
-from evaluate.images import KEYS480_SIZE, TOKENS224_SIZE, keys480_pixels, normalise_pixels, tokens224_pixels
+from evaluate.images import keys480_pixels, normalise_pixels, tokens224_pixels
+from evaluate.readings import KEYS480_SIZE, TOKENS224_SIZE
 
 READINGS = {
     "images480": (KEYS480_SIZE, KEYS480_SIZE, 3),

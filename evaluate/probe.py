@@ -55,13 +55,13 @@ from PIL import Image
 
 from evaluate import EvaluationError
 from evaluate.atomic import atomic_path
+from evaluate.readings import PATCH, TOKENS224_GRID, TOKENS224_SIZE, WIDTH
 
 IGNORE = 255
-PATCH = 16
-GRID = 14
-SIZE = GRID * PATCH  # 224
-N_PATCHES = GRID * GRID  # 196
-FEATURE_DIM = 384
+GRID = TOKENS224_GRID
+SIZE = TOKENS224_SIZE
+N_PATCHES = GRID * GRID
+FEATURE_DIM = WIDTH
 
 
 class ProbeError(EvaluationError):

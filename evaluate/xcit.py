@@ -30,9 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from evaluate.backbone import LN_EPS, PATCH, Mlp, init_linears_and_norms, patch_grid
+from evaluate.backbone import LN_EPS, Mlp, init_linears_and_norms, patch_grid
+from evaluate.readings import PATCH, WIDTH
 
-EMBED_DIM = 384
+EMBED_DIM = WIDTH
 DEPTH = 12
 HEADS = 8
 MLP_HIDDEN = 1536
