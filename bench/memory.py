@@ -67,21 +67,18 @@ def experiment(root: Path, n_eval: int, shard_size: int, pooled: dict, checkpoin
 
 
 def peak_by_rule(work: Path, column: str) -> dict[str, float]:
-    """The largest `column` (max_rss or max_pss, MB) of any job of each rule, from the benchmark files."""
+    """The largest `column` (max_rss or max_pss, MB) of any job of each rule, from the benchmark files: one per job
+    (benchmarks/{rule}/.../*.tsv) or, for a rule without wildcards, benchmarks/{rule}.tsv."""
     peaks: dict[str, float] = {}
     for rule in RULES:
-        for tsv in (work / "benchmarks" / rule).rglob("*.tsv") if (work / "benchmarks" / rule).exists() else []:
+        single = work / "benchmarks" / f"{rule}.tsv"
+        for tsv in [*(work / "benchmarks" / rule).rglob("*.tsv"), *([single] if single.exists() else [])]:
             with open(tsv) as handle:
                 for row in csv.DictReader(handle, delimiter="\t"):
                     try:
                         peaks[rule] = max(peaks.get(rule, 0.0), float(row[column]))
                     except (KeyError, ValueError):
                         pass
-        tsv = work / "benchmarks" / f"{rule}.tsv"
-        if tsv.exists():
-            with open(tsv) as handle:
-                for row in csv.DictReader(handle, delimiter="\t"):
-                    peaks[rule] = max(peaks.get(rule, 0.0), float(row[column]))
     return peaks
 
 
@@ -132,19 +129,15 @@ def main() -> int:
           f"images (shards of {args.shard_size}):")
     print(f"{'':16s} {'RSS':>26s}   {'PSS':>26s}")
     print(f"{'rule':16s} {args.small:>8d} {args.large:>8d}   ratio   {args.small:>8d} {args.large:>8d}   ratio")
-    worst = {"max_rss": 0.0, "max_pss": 0.0}
-    for rule in RULES:
-        cells = []
-        for column in ("max_rss", "max_pss"):
-            small, large = peaks[args.small][column], peaks[args.large][column]
-            if rule not in small or rule not in large:
-                break
-            ratio = large[rule] / small[rule]
-            worst[column] = max(worst[column], ratio)
-            cells.append(f"{small[rule]:8.0f} {large[rule]:8.0f}   {ratio:.2f}x")
-        if len(cells) == 2:
-            print(f"{rule:16s} {cells[0]}   {cells[1]}")
-    for column, name in (("max_rss", "RSS"), ("max_pss", "PSS")):
+    columns = ("max_rss", "max_pss")
+    measured = [rule for rule in RULES if all(rule in peaks[n][c] for n in (args.small, args.large) for c in columns)]
+    ratios = {c: {r: peaks[args.large][c][r] / peaks[args.small][c][r] for r in measured} for c in columns}
+    worst = {c: max(ratios[c].values(), default=0.0) for c in columns}
+    for rule in measured:
+        cells = [f"{peaks[args.small][c][rule]:8.0f} {peaks[args.large][c][rule]:8.0f}   {ratios[c][rule]:.2f}x"
+                 for c in columns]
+        print(f"{rule:16s} {cells[0]}   {cells[1]}")
+    for column, name in zip(columns, ("RSS", "PSS")):
         small, large = peaks[args.small][column], peaks[args.large][column]
         overall = max(large.values()) / max(small.values())
         print(f"largest job overall, {name}: {max(small.values()):.0f} MB vs {max(large.values()):.0f} MB -> "

@@ -1,10 +1,11 @@
 """Thesis scale: decoding once per data set against decoding once per checkpoint, workers, and the disk it takes.
 
     .venv/bin/python bench/scale.py [--checkpoints 3] [--images N] [--network-images 8] [--workers W]
-                                    [--batch 4] [--threads T] [--repeats 2]
+                                    [--batch B] [--threads T] [--repeats 2]
 
---images, --workers and --threads default to the workflow's `features.shard_size`, `features.workers` and
-`features.threads` (the config schema), so the figures are those of one preprocess or extract job of a shard.
+--images, --workers, --batch and --threads default to the workflow's `features.shard_size`, `features.workers`,
+`features.batch_size` and `features.threads` (the config schema), so the figures are those of one preprocess or
+extract job of a shard.
 
 K seeded checkpoints (`evaluate.demo.make_demo_checkpoint`) are extracted on real coco2017-mini photos, decoded from
 JPEG exactly as the workflow does. Printed in one run:
@@ -70,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--network-images", type=int, default=8, help="images for the network-included figures (8)")
     parser.add_argument("--workers", type=int, default=FEATURES["workers"],
                         help=f"preprocessing processes (features.workers, {FEATURES['workers']})")
-    parser.add_argument("--batch", type=int, default=4, help="images per forward pass (4)")
+    parser.add_argument("--batch", type=int, default=FEATURES["batch_size"],
+                        help=f"images per forward pass (features.batch_size, {FEATURES['batch_size']})")
     parser.add_argument("--threads", type=int, default=FEATURES["threads"],
                         help=f"torch threads (features.threads, {FEATURES['threads']})")
     parser.add_argument("--repeats", type=int, default=2, help="timed repeats of each figure, best kept (2)")

@@ -186,12 +186,14 @@ def _draw_tile(ax, dataset, image_id: int, predictions: list[dict], where: str, 
     shown = picture.astype(np.float32)
     shown[union] = (1 - ALPHA) * shown[union] + ALPHA * 255.0 * np.asarray(PREDICTION_COLOUR, dtype=np.float32)
     ax.imshow(np.clip(np.rint(shown), 0, 255).astype(np.uint8), interpolation="nearest")
-    objects, crowd = dataset.ground_truth(image_id) if truth else (np.zeros((h, w), bool),) * 2
-    for mask, colour, style in ((objects, TRUTH_COLOUR, "solid"), (crowd, CROWD_COLOUR, "dashed")):
-        if mask.any() and not mask.all():
-            ax.contour(mask.astype(np.float32), levels=[0.5], colors=[colour], linewidths=1.5, linestyles=style)
-        elif mask.all():
-            ax.add_patch(Rectangle((-0.5, -0.5), w, h, fill=False, edgecolor=colour, linewidth=3, linestyle=style))
+    if truth:
+        objects, crowd = dataset.ground_truth(image_id)
+        for mask, colour, style in ((objects, TRUTH_COLOUR, "solid"), (crowd, CROWD_COLOUR, "dashed")):
+            if mask.any() and not mask.all():
+                ax.contour(mask.astype(np.float32), levels=[0.5], colors=[colour], linewidths=1.5, linestyles=style)
+            elif mask.all():
+                ax.add_patch(Rectangle((-0.5, -0.5), w, h, fill=False, edgecolor=colour, linewidth=3,
+                                       linestyle=style))
     ax.set_xlim(-0.5, w - 0.5)
     ax.set_ylim(h - 0.5, -0.5)
     ax.set_title(title, fontsize="small")

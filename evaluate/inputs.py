@@ -96,8 +96,6 @@ def _decode_rows(dataset: Any, ids: Sequence[int], path480: Path, path224: Path,
         with next_row.get_lock():
             next_row.value = len(ids)  # every other process stops after its current image
         raise
-    finally:
-        del arrays
 
 
 def _decode_rows_in_worker(dataset: Any, ids: Sequence[int], path480: Path, path224: Path, next_row: Any,
@@ -196,7 +194,7 @@ def preprocess_shard(dataset: Any, image_ids: Sequence[int], out_dir: str | os.P
         for name, shape in READINGS.items():
             paths[name] = stack.enter_context(atomic_path(out / f"{name}.npy"))
             created = open_memmap(paths[name], mode="w+", dtype=np.uint8, shape=(len(ids), *shape))
-            del created  # the file holds the .npy header and its full size; the rows are written by _decode_into_files
+            del created  # the file holds the .npy header and its full size; the rows are written by _decode_rows
         workers = max(1, min(int(workers), len(ids)))
         _decode_rows_in_parallel(dataset, ids, paths["images480"], paths["images224"], workers, where=out)
     write_json(out / IDS, ids)  # last: its presence marks a complete folder

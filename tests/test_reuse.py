@@ -38,17 +38,22 @@ def workspace(tmp_path, monkeypatch):
     return tmp_path
 
 
-def score(workspace: Path, config: dict, calls: list, *, settings: dict | None = None) -> list[dict]:
-    dataset = CocoDataset(workspace / "val" / "images", workspace / "val" / "annotations.json")
+def score(workspace: Path, config: dict, calls: list, *, settings: dict | None = None,
+          opened: list | None = None) -> list[dict]:
+    def open_dataset():
+        if opened is not None:
+            opened.append("val")
+        return CocoDataset(workspace / "val" / "images", workspace / "val" / "annotations.json")
 
-    def measures():
+    def measures(dataset):
+        assert dataset.annotations_path == workspace / "val" / "annotations.json"
         calls.append(1)
         # a number drawn from the input, so a changed input changes the record
         value = float(len((workspace / "masks.json").read_text()))
         return [make_measure("mask_ap", image_ids=[1, 2, 3], per_image=[], reducer=None, value=value)], {}
 
     return score_eval_set(
-        config, dataset=dataset, dataset_name="val", checkpoint=CHECKPOINT, features_meta=workspace / "meta.json",
+        config, open_dataset=open_dataset, dataset_name="val", checkpoint=CHECKPOINT, features_meta=workspace / "meta.json",
         kind="decoder", purpose="eval", setting="tau=0.2", n_images=3, out_record=workspace / "record.json",
         decided_by=[workspace / "masks.json", workspace / "val" / "annotations.json"],
         settings=settings or {"code": "c1", "resamples": 100, "seed": 0}, score=measures)
@@ -65,14 +70,16 @@ def config(sealed: bool = False, budget: int | None = None) -> dict:
 
 def test_the_same_inputs_reuse_the_record_byte_for_byte_and_open_no_labels(workspace):
     calls: list = []
-    first = score(workspace, config(), calls)
+    opened: list = []
+    first = score(workspace, config(), calls, opened=opened)
     written = (workspace / "record.json").read_bytes()
     assert calls == [1] and len(openings()) == 1
     kept = list((workspace / "results" / "ledger" / "reuse").glob("*.json"))
     assert len(kept) == 1 and kept[0].read_bytes() == written
     (workspace / "record.json").unlink()  # as Snakemake does before it runs a job again
-    again = score(workspace, config(), calls)
+    again = score(workspace, config(), calls, opened=opened)
     assert calls == [1] and len(openings()) == 1  # not scored, not opened
+    assert opened == ["val"]  # the annotations were not even read the second time
     assert (workspace / "record.json").read_bytes() == written and again == first
     assert read_record(workspace / "record.json")["opening_row_sha256"] == openings()[0]["row_sha256"]
 

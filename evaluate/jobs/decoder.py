@@ -129,17 +129,16 @@ def score_decoder(smk: Any) -> None:
     from evaluate.scores import image_categories
 
     setting = yaml.safe_load(selected_file.read_text())["name"]
-    results = read_json(masks)
-    dataset = CocoDataset(images, annotations)
     measures = score_eval_set(
-        config, dataset=dataset, dataset_name=dataset_name, checkpoint=checkpoint,
-        features_meta=features_meta, kind="decoder", purpose="eval", setting=setting, n_images=len(dataset.image_ids),
+        config, open_dataset=lambda: CocoDataset(images, annotations), dataset_name=dataset_name,
+        checkpoint=checkpoint, features_meta=features_meta, kind="decoder", purpose="eval", setting=setting,
+        n_images=len(read_json(manifest)["image_ids"]),  # the data set's images, as the manifest lists them
         # the setting enters the reuse key by name: selected.yaml's bytes also hold the selection's opening row,
         # which a re-selection renews even when it selects the same setting
         out_record=out_record, decided_by=[masks, manifest, annotations_file],
         settings={"code": code, "resamples": resamples, "seed": seed},
-        score=lambda: (decoder_measures(dataset, results, resamples=resamples, seed=seed),
-                       {"image_categories": image_categories(dataset)}),
+        score=lambda dataset: (decoder_measures(dataset, read_json(masks), resamples=resamples, seed=seed),
+                               {"image_categories": image_categories(dataset)}),
     )
     log.info("%s on %s: Jaccard %.2f, AP %.2f, CorLoc %.2f", checkpoint["name"], dataset_name,
              measures[0]["value"], measures[2]["value"], measures[1]["value"])

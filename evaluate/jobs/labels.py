@@ -65,9 +65,9 @@ def reuse_key(files: Iterable[str | os.PathLike], values: dict) -> str:
     return sha256_json({"files": [sha256_file(f) for f in files], "values": values})
 
 
-def reusable_record(path: Path, expected: dict) -> bytes | None:
-    """The bytes of the record kept at `path` when it can stand for a new scoring: intact (its hash checks), of the
-    same job (`expected`: kind, checkpoint, dataset, role, setting) and citing an opening row that this ledger's
+def reusable_record(path: Path, expected: dict) -> dict | None:
+    """The record kept at `path` when it can stand for a new scoring: intact (its hash checks), of the same job
+    (`expected`: kind, checkpoint, dataset, role, setting) and citing an opening row that this ledger's
     openings.csv holds. None otherwise (absent, or why is logged)."""
     from evaluate.ledger import LedgerError
     from evaluate.ledger.openings import read_openings
@@ -88,41 +88,43 @@ def reusable_record(path: Path, expected: dict) -> bytes | None:
     if record["opening_row_sha256"] not in rows:
         log.warning("not reusing %s: the opening it cites is not in %s", path, OPENINGS)
         return None
-    return path.read_bytes()
+    return record
 
 
-def score_eval_set(config: dict, *, dataset: Any, dataset_name: str, checkpoint: dict,
+def score_eval_set(config: dict, *, open_dataset: Callable[[], Any], dataset_name: str, checkpoint: dict,
                    features_meta: str | os.PathLike, kind: str, purpose: str, setting: str, n_images: int,
                    out_record: str | os.PathLike, decided_by: Iterable[str | os.PathLike], settings: dict,
-                   score: Callable[[], tuple[list[dict], dict]]) -> list[dict]:
-    """Score a checkpoint on an eval data set, on the record: open its labels once, run `score` (-> the record's
-    measures and any further record fields drawn from the labels, e.g. each image's categories), write the ledger
-    record (kind decoder or probe) with the opening's row hash; return the measures.
+                   score: Callable[[Any], tuple[list[dict], dict]]) -> list[dict]:
+    """Score a checkpoint on an eval data set, on the record: open its labels once, run `score(dataset)` (-> the
+    record's measures and any further record fields drawn from the labels, e.g. each image's categories), write the
+    ledger record (kind decoder or probe) with the opening's row hash; return the measures.
+
+    open_dataset: makes the `CocoDataset` (called only when the record is not reused, so a reused record reads no
+      annotations); score: everything else that only scoring needs (masks, probe weights) is read inside it.
 
     decided_by: the input files whose bytes decide the record (features or masks, probe weights, annotations,
       manifest); settings: the job's code hash and the settings it scores with (bootstrap). With the checkpoint's
       identity and the setting they make the reuse key (module docstring): a key scored before is not scored again.
     """
     from evaluate.atomic import write_bytes
-    from evaluate.ledger.records import make_record, read_record, write_record
+    from evaluate.ledger.records import make_record, write_record
     from evaluate.provenance import sha256_json
 
     started = time.time()
     identity = record_identity(config, checkpoint, features_meta, dataset_name, "eval")
-    job = {"kind": kind, "checkpoint": identity["checkpoint"], "dataset": dataset_name, "role": "eval",
-           "setting": setting}
-    values = {**{k: v for k, v in identity.items() if k != "config_hash"}, **job, "purpose": purpose,
-              "n_images": int(n_images), "settings": settings}
+    values = {**{k: v for k, v in identity.items() if k != "config_hash"}, "kind": kind, "setting": setting,
+              "purpose": purpose, "n_images": int(n_images), "settings": settings}
     kept = Path(SCORE_REUSE.format(key=reuse_key(decided_by, values)))
-    reused = reusable_record(kept, job)
+    reused = reusable_record(kept, {k: values[k] for k in ("kind", "checkpoint", "dataset", "role", "setting")})
     if reused is not None:
-        write_bytes(out_record, reused)
+        write_record(out_record, reused, replace=True)
         log.info("%s: the same inputs, code and settings were scored before; their record is reused from %s, "
                  "and the labels of %s are not opened again", out_record, kept, dataset_name)
-        return read_record(out_record)["measures"]
+        return reused["measures"]
+    dataset = open_dataset()
     with open_labels(config, dataset, dataset_name, role="eval", purpose=purpose, checkpoint=checkpoint["name"],
                      setting=setting, n_images=n_images) as labels:
-        measures, fields = score()
+        measures, fields = score(dataset)
         labels.result_sha256 = sha256_json(measures)
     record = make_record(kind=kind, setting=setting, opening_row_sha256=labels.row_sha256, measures=measures,
                          started=started, **identity)

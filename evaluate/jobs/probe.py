@@ -73,21 +73,21 @@ def score_probe(smk: Any) -> None:
     from evaluate.probe import LinearProbe, class_index, class_names, eval_items, probe_measures
 
     training = read_json(training_file)
-    probe = LinearProbe.load(weights)
-    evaluation = CocoDataset(images, annotations)
-    class_of_category = class_index(training["classes"], evaluation.categories, annotations)
     reader = FeatureReader(shard_dirs, kinds=("tokens224",))
+
+    def score(evaluation: CocoDataset) -> tuple[list[dict], dict]:
+        class_of_category = class_index(training["classes"], evaluation.categories, annotations)
+        items = eval_items(reader, evaluation, class_of_category)
+        return (probe_measures(LinearProbe.load(weights), items, resamples=resamples, seed=seed),
+                {"train_opening_row_sha256": training["opening_row_sha256"],
+                 "class_names": class_names(training["classes"])})
+
     measures = score_eval_set(
-        config, dataset=evaluation, dataset_name=dataset_name, checkpoint=checkpoint,
-        features_meta=features_meta, kind="probe", purpose="probe-eval", setting=training["setting"],
-        n_images=len(reader.image_ids),
-        out_record=out_record,
+        config, open_dataset=lambda: CocoDataset(images, annotations), dataset_name=dataset_name,
+        checkpoint=checkpoint, features_meta=features_meta, kind="probe", purpose="probe-eval",
+        setting=training["setting"], n_images=len(reader.image_ids), out_record=out_record,
         decided_by=[*reader.files(), weights, training_file, manifest, annotations_file],
-        settings={"code": code, "resamples": resamples, "seed": seed},
-        score=lambda: (probe_measures(probe, eval_items(reader, evaluation, class_of_category), resamples=resamples,
-                                      seed=seed),
-                       {"train_opening_row_sha256": training["opening_row_sha256"],
-                        "class_names": class_names(training["classes"])}),
+        settings={"code": code, "resamples": resamples, "seed": seed}, score=score,
     )
     log.info("%s on %s: probe mIoU %.2f, accuracy %.2f", checkpoint["name"], dataset_name, measures[0]["value"],
              measures[1]["value"])
