@@ -5,7 +5,7 @@
     .venv/bin/python bench/decode.py --synthetic --images 40
 
 Keys: --keys reads a keys480.npy shard (n, 900, 384); otherwise, when ../shared/data/coco2017-mini and
-evaluate.backbone are there, block 12's keys of the first --images val images (sorted id) through vit_small()
+evaluate.networks.vit are there, block 12's keys of the first --images val images (sorted id) through vit_small()
 with torch.manual_seed(0) (about 1-2 s an image on 2 cores); otherwise seeded random structured keys.
 
 Prints, per image: ms for our decoder (ncut_decode, Lanczos) and for the dense reference (normalise, float64 S,
@@ -41,8 +41,8 @@ GRID = (30, 30)
 def backbone_keys(n_images: int) -> tuple[np.ndarray, str]:
     import torch
 
-    from evaluate.backbone import vit_small
-    from evaluate.images import keys480_input, open_rgb
+    from evaluate.networks.vit import vit_small
+    from evaluate.readings.images import keys480_input, open_rgb
 
     annotations = json.loads((COCO_MINI / "annotations.json").read_text())
     images = sorted(annotations["images"], key=lambda im: im["id"])[:n_images]
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
             parser.error(f"{args.keys}: expected a keys480 array (n, 900, 384), got shape {shard.shape}")
         keys = np.asarray(shard[: args.images], dtype=np.float32)
         source = f"{len(keys)} images of {args.keys}"
-    elif not args.synthetic and (COCO_MINI / "annotations.json").is_file() and (REPO / "evaluate/backbone.py").exists():
+    elif not args.synthetic and (COCO_MINI / "annotations.json").is_file() and (REPO / "evaluate/networks/vit.py").exists():
         keys, source = backbone_keys(args.images)
     else:
         keys, source = synthetic_keys(args.images)

@@ -5,7 +5,7 @@ seeded weights.
 
 Prints, per architecture (ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16), for keys480 (480 x 480
 input, block 12's keys) and tokens224 (224 x 224, block 12's output):
-- images/s of our network (`evaluate.backbone.VisionTransformer`, `evaluate.xcit.XCiT`: `last_keys`, `tokens`).
+- images/s of our network (`evaluate.networks.vit.VisionTransformer`, `evaluate.networks.xcit.XCiT`: `last_keys`, `tokens`).
   What the ViT family does differently: SDPA
   attention (fused, no N x N weights in memory); keys skip block 12's attention and MLP and compute only the key
   third of its qkv; tokens made contiguous after the patch embedding (DINO's `transpose` layout otherwise makes
@@ -40,9 +40,9 @@ from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluate.architectures import REGISTRY  # noqa: E402
-from evaluate.backbone import resample_pos_embed  # noqa: E402
-from evaluate.xcit import FOURIER_DIM, FOURIER_TEMPERATURE, STEM_WIDTHS  # noqa: E402
+from evaluate.networks.registry import REGISTRY  # noqa: E402
+from evaluate.networks.vit import resample_pos_embed  # noqa: E402
+from evaluate.networks.xcit import FOURIER_DIM, FOURIER_TEMPERATURE, STEM_WIDTHS  # noqa: E402
 
 DIM, HIDDEN, DEPTH = 384, 1536, 12
 HEADS = {"6x64": 6, "8x48": 8}

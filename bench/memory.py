@@ -102,7 +102,7 @@ def main() -> int:
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-memory-"))
     root.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(REPO))
-    from evaluate.demo_checkpoints import make_demo_checkpoint
+    from evaluate.demo.checkpoints import make_demo_checkpoint
 
     checkpoint = root / "seeded.pth"
     make_demo_checkpoint(checkpoint, "dino-backbone", seed=0, architecture="vit-s16")

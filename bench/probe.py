@@ -1,4 +1,4 @@
-"""Benchmark: our linear-probe fit (evaluate.probe.fit_probe) against scikit-learn's lbfgs LogisticRegression.
+"""Benchmark: our linear-probe fit (evaluate.probe.linear.fit_probe) against scikit-learn's lbfgs LogisticRegression.
 
 Both fit the same training tokens with the same objective (mean cross-entropy + weight_decay/2 ||W||^2 on
 standardised tokens; scikit-learn with C = 1 / (weight_decay * N)) and the same stopping rule (lbfgs, tol 1e-4,
@@ -7,7 +7,7 @@ max_iter). Prints both fit times, their ratio (target >= 2x) and both accuracies
 Default tokens: seeded, random but structured — class centres in 384-d, Zipf-distributed class frequencies,
 Gaussian noise, a random mixing matrix and per-feature log-normal scales (so standardisation matters, as it
 does for ViT tokens). `--features DIR... --annotations JSON` uses real tokens224 shards
-(evaluate.features.FeatureReader) and their COCO patch labels instead.
+(evaluate.readings.features.FeatureReader) and their COCO patch labels instead.
 
     .venv/bin/python bench/probe.py                 # 120,000 tokens, 21 classes: ~15 s on 2 cores
     .venv/bin/python bench/probe.py --tokens 300000 --classes 81
@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluate.experiment import config_defaults  # noqa: E402
-from evaluate.probe import (  # noqa: E402
+from evaluate.probe.linear import (  # noqa: E402
     IGNORE,
     class_index,
     dataset_patch_labels,
@@ -65,7 +65,7 @@ def real_tokens(feature_dirs: list[str], annotations: str) -> tuple[np.ndarray, 
 
     from pycocotools.coco import COCO
 
-    from evaluate.features import FeatureReader
+    from evaluate.readings.features import FeatureReader
 
     with contextlib.redirect_stdout(io.StringIO()):
         coco = COCO(annotations)
@@ -84,8 +84,8 @@ def stream(n_images: int, weight_decay: float, seed: int, shard_size: int = 100,
     import json
     import tempfile
 
-    from evaluate.features import FeatureReader
-    from evaluate.probe import training_tokens
+    from evaluate.readings.features import FeatureReader
+    from evaluate.probe.linear import training_tokens
 
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="probe-stream-") as tmp:

@@ -7,7 +7,7 @@
 `features.batch_size` and `features.threads` (the config schema), so the figures are those of one preprocess or
 extract job of a shard.
 
-K seeded checkpoints (`evaluate.demo.make_demo_checkpoint`) are extracted on real coco2017-mini photos, decoded from
+K seeded checkpoints (`evaluate.demo.checkpoints.make_demo_checkpoint`) are extracted on real coco2017-mini photos, decoded from
 JPEG exactly as the workflow does. Printed in one run:
 - preprocessing throughput (decode + both resizes, images/s) of `preprocess_shard` with 1 worker and with --workers,
   each timed run writing a new inputs folder, as a preprocess job does;
@@ -37,12 +37,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 
-from evaluate.checkpoints import load_backbone  # noqa: E402
-from evaluate.datasets import CocoDataset  # noqa: E402
-from evaluate.demo_checkpoints import make_demo_checkpoint  # noqa: E402
+from evaluate.networks.checkpoints import load_backbone  # noqa: E402
+from evaluate.datasets.coco import CocoDataset  # noqa: E402
+from evaluate.demo.checkpoints import make_demo_checkpoint  # noqa: E402
 from evaluate.experiment import config_defaults  # noqa: E402
-from evaluate.features import extract_inputs, extract_shard  # noqa: E402
-from evaluate.inputs import BYTES_PER_IMAGE, DecodedInputs, StoredInputs, model_batches, preprocess_shard  # noqa: E402
+from evaluate.readings.features import extract_inputs, extract_shard  # noqa: E402
+from evaluate.readings.inputs import BYTES_PER_IMAGE, DecodedInputs, StoredInputs, model_batches, preprocess_shard  # noqa: E402
 
 FORMATS = ("dino-backbone", "selfpatch-train", "dino-train", "backbone", "safetensors")
 FEATURES = config_defaults("features")  # the workflow's defaults: the bench times what a job does

@@ -54,7 +54,7 @@ import scipy.linalg.blas as _blas
 import scipy.ndimage
 
 from decoders.settings import DEFAULT_GRID_SPEC, DecoderError, NcutSettings, settings_grid  # noqa: F401 (protocol)
-from evaluate.readings import KEYS480_GRID
+from evaluate.readings.geometry import KEYS480_GRID
 
 GRID = (KEYS480_GRID, KEYS480_GRID)
 SOLVERS = ("lanczos", "dense")

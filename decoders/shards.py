@@ -64,7 +64,7 @@ def sweep_keys(decoder: Any, settings: Sequence[Any], image_ids: Sequence[int], 
 
 def write_sweep(path: str | os.PathLike, shard: SweepShard) -> None:
     """Write a sweep shard as .npz, atomically."""
-    from evaluate.atomic import atomic_path
+    from evaluate.plumbing.atomic import atomic_path
 
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as handle:

@@ -1,4 +1,4 @@
-"""The experiment as the config describes it: its checkpoints and data sets (`evaluate.config_tables`), checked
+"""The experiment as the config describes it: its checkpoints and data sets (`evaluate.plumbing.config`), checked
 against each other and against the code's own tables, and the config validated with the schema's defaults.
 
 Everything here is pure and importable, so `workflow/rules/common.smk` stays a thin layer and the rules of naming
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluate import ConfigError, EvaluationError  # noqa: F401 (re-exported)
-from evaluate.config_tables import (  # noqa: F401 (re-exported)
+from evaluate.plumbing.config import (  # noqa: F401 (re-exported)
     NAME_RE,
     ROLES,
     Checkpoint,
@@ -62,7 +62,7 @@ class Experiment:
     def __post_init__(self) -> None:
         check_config_names(self.config)
         self.checkpoints = checkpoint_table(self.config)
-        from evaluate.demo_checkpoints import CHECKPOINT_FORMATS, DEMO_ARCHITECTURES
+        from evaluate.demo.checkpoints import CHECKPOINT_FORMATS, DEMO_ARCHITECTURES
 
         for name, checkpoint in self.checkpoints.items():
             for key, known in (("format", CHECKPOINT_FORMATS), ("architecture", DEMO_ARCHITECTURES)):
@@ -109,7 +109,7 @@ class Experiment:
         """
         if not self.probe_train_dataset:
             return
-        from evaluate.probe import unmatched_categories
+        from evaluate.probe.linear import unmatched_categories
 
         train = self._category_names(self.probe_train_dataset)
         if train is None:
@@ -129,13 +129,13 @@ class Experiment:
 
     def _category_names(self, dataset: str) -> dict[int, str] | None:
         """Category id -> name of a data set, or None where its annotation file does not exist yet."""
-        from evaluate.datasets import read_category_names
+        from evaluate.datasets.coco import read_category_names
 
         entry = self.datasets[dataset]
         if Path(entry.annotations).is_file():
             return read_category_names(entry.annotations)
         if entry.demo is not None:
-            from evaluate.demo import CATEGORIES
+            from evaluate.demo.scenes import CATEGORIES
 
             return {int(c["id"]): str(c["name"]) for c in CATEGORIES}
         return None

@@ -2,7 +2,7 @@
 
 Every builder writes a real file into a folder the test owns (pytest's tmp_path): no mocks of the model or the
 data set. Checkpoints are written from state dicts built here by name and shape, independently of
-`evaluate.backbone`, so a ViT-B or a ViT-S/8 file has exactly the tensors DINO's own code saves; image builders
+`evaluate.networks.vit`, so a ViT-B or a ViT-S/8 file has exactly the tensors DINO's own code saves; image builders
 return the file and the RGB pixels a correct reader must produce, computed here with numpy.
 
 Also here: a tiny experiment's config.yaml and a runner for the real `snakemake` CLI on it.

@@ -24,7 +24,7 @@ def seeded_backbone():
     """vit_small with torch.manual_seed(0) initialisation, eval mode: the tests' 'seeded backbone'."""
     import torch
 
-    from evaluate.backbone import vit_small
+    from evaluate.networks.vit import vit_small
 
     torch.manual_seed(0)
     return vit_small().eval()
@@ -38,8 +38,8 @@ def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
     Returns {"val": (CocoDataset, manifest, [shard dirs]), "train": (...)}; several test modules share it so the
     slow forward passes run once.
     """
-    from evaluate.datasets import CocoDataset
-    from evaluate.features import extract_shard
+    from evaluate.datasets.coco import CocoDataset
+    from evaluate.readings.features import extract_shard
 
     root = tmp_path_factory.mktemp("coco_mini_features")
     out = {}

@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from evaluate import architectures
-from evaluate.architectures import REGISTRY, ArchitectureError, full_form, identify
-from evaluate.backbone import (
+from evaluate.networks import registry as architectures
+from evaluate.networks.registry import REGISTRY, ArchitectureError, full_form, identify
+from evaluate.networks.vit import (
     AUG_MODES,
     CirculantLinear,
     augvit_small,
@@ -23,7 +23,7 @@ from evaluate.backbone import (
     vit_small,
     vit_small_layerscale,
 )
-from evaluate.xcit import fourier_features, xcit_small_12_p16
+from evaluate.networks.xcit import fourier_features, xcit_small_12_p16
 
 
 def count_params(module: torch.nn.Module) -> int:

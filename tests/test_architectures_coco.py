@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from evaluate.checkpoints import load_backbone
-from evaluate.datasets import CocoDataset
-from evaluate.demo_checkpoints import make_demo_checkpoint
-from evaluate.features import FeatureReader, extract_shard
+from evaluate.networks.checkpoints import load_backbone
+from evaluate.datasets.coco import CocoDataset
+from evaluate.demo.checkpoints import make_demo_checkpoint
+from evaluate.readings.features import FeatureReader, extract_shard
 
 N_IMAGES = 5  # a handful of real photos of every size and aspect keeps the three extractions short
 
@@ -44,7 +44,7 @@ def test_seeded_checkpoint_of_each_new_architecture_extracts_real_photos(coco_mi
     # row i is image ids[i]: recompute one image alone and find it in its row
     import torch
 
-    from evaluate.images import tokens224_input
+    from evaluate.readings.images import tokens224_input
 
     with torch.inference_mode():
         alone = loaded.model.tokens(tokens224_input(dataset.open_image(ids[2]))[None])[0].numpy()

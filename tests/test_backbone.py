@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from evaluate import EvaluationError
-from evaluate.backbone import (
+from evaluate.networks.vit import (
     LN_EPS,
     Attention,
     BackboneInputError,

@@ -22,9 +22,9 @@ from PIL import Image
 
 import badinputs as bi
 from evaluate import EvaluationError
-from evaluate.checkpoints import CheckpointError, load_backbone
-from evaluate.datasets import CocoDataset, DatasetError
-from evaluate.images import ImageError, open_rgb
+from evaluate.networks.checkpoints import CheckpointError, load_backbone
+from evaluate.datasets.coco import CocoDataset, DatasetError
+from evaluate.readings.images import ImageError, open_rgb
 
 pytestmark = pytest.mark.badinput
 

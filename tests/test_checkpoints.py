@@ -15,8 +15,8 @@ import safetensors.torch
 import torch
 
 from evaluate import EvaluationError
-from evaluate.backbone import VisionTransformer, vit_small
-from evaluate.checkpoints import (
+from evaluate.networks.vit import VisionTransformer, vit_small
+from evaluate.networks.checkpoints import (
     FORMATS,
     CheckpointError,
     LoadedCheckpoint,

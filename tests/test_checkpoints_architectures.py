@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluate.architectures import SUPPORTED
-from evaluate.backbone import augvit_small, vit_small_layerscale
-from evaluate.checkpoints import (
+from evaluate.networks.registry import SUPPORTED
+from evaluate.networks.vit import augvit_small, vit_small_layerscale
+from evaluate.networks.checkpoints import (
     FORMATS,
     CheckpointError,
     detect_format,
@@ -22,7 +22,7 @@ from evaluate.checkpoints import (
     read_checkpoint_file,
     save_backbone,
 )
-from evaluate.xcit import xcit_small_12_p16
+from evaluate.networks.xcit import xcit_small_12_p16
 from test_architectures import randomise
 
 CONTAINERS = (".pth", ".safetensors")

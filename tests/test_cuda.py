@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from evaluate.backbone import vit_small
+from evaluate.networks.vit import vit_small
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here; the CPU path is the reference")
 
@@ -59,10 +59,10 @@ def test_cuda_autocast_matches_cpu_within_half_precision(models, size, method):
 
 def test_extraction_from_decoded_inputs_on_cuda_matches_cpu(models, tmp_path):
     """The CUDA path of `extract_inputs`: pinned batches, asynchronous copies; float32 features agree with the CPU's."""
-    from evaluate.demo import make_demo_dataset
-    from evaluate.datasets import CocoDataset
-    from evaluate.features import extract_inputs
-    from evaluate.inputs import StoredInputs, preprocess_shard
+    from evaluate.demo.scenes import make_demo_dataset
+    from evaluate.datasets.coco import CocoDataset
+    from evaluate.readings.features import extract_inputs
+    from evaluate.readings.inputs import StoredInputs, preprocess_shard
 
     cpu, gpu = models
     make_demo_dataset(tmp_path / "demo", 5, seed=3)

@@ -1,4 +1,4 @@
-"""evaluate.datasets: COCO validation errors, ground truth with crowd regions, manifests and shards."""
+"""evaluate.datasets.coco: COCO validation errors, ground truth with crowd regions, manifests and shards."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from PIL import Image
 from pycocotools import mask as mask_utils
 
 from evaluate import EvaluationError
-from evaluate.datasets import CocoDataset, DatasetError, mask_area_bbox, quiet_pycocotools, rle_from_mask
+from evaluate.datasets.coco import CocoDataset, DatasetError, mask_area_bbox, quiet_pycocotools, rle_from_mask
 
 # Image 7 is 4 x 5 (h x w). Object (ann 11): rows 1-2, cols 1-2. Crowd (ann 12): column 4.
 # Column-major runs: object 0000|0110|0110|0000|0000 -> [5, 2, 2, 2, 9]; crowd 16 zeros then 4 ones -> [16, 4].

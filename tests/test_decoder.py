@@ -673,7 +673,7 @@ def test_coco_results_loadable_by_cocoeval_api():
 @pytest.mark.slow
 def test_coco_mini_tokencut_setting_matches_dense_reference(coco_mini_features):
     """keys480 of all 79 coco2017-mini val images through the seeded backbone, as the product stores them."""
-    from evaluate.features import FeatureReader
+    from evaluate.readings.features import FeatureReader
 
     _, _, dirs = coco_mini_features["val"]
     reader = FeatureReader(dirs)

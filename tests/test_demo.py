@@ -1,4 +1,4 @@
-"""evaluate.demo: procedural scenes with exact masks, byte-identical per seed; seeded random checkpoints."""
+"""evaluate.demo.scenes: procedural scenes with exact masks, byte-identical per seed; seeded random checkpoints."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from PIL import Image
 
-from evaluate.datasets import CocoDataset
-from evaluate.demo import CATEGORIES, DemoError, main, make_demo_dataset, make_scene
-from evaluate.demo_checkpoints import main as checkpoint_main
-from evaluate.demo_checkpoints import make_demo_checkpoint
+from evaluate.datasets.coco import CocoDataset
+from evaluate.demo.scenes import CATEGORIES, DemoError, main, make_demo_dataset, make_scene
+from evaluate.demo.checkpoints import main as checkpoint_main
+from evaluate.demo.checkpoints import make_demo_checkpoint
 
 N = 12
 SEED = 5
@@ -121,8 +121,8 @@ def test_bad_demo_arguments(tmp_path, args):
 
 @pytest.mark.parametrize("fmt", ["dino-backbone", "selfpatch-train"])
 def test_demo_checkpoint_is_seeded_vit_small(tmp_path, fmt):
-    from evaluate.backbone import vit_small
-    from evaluate.checkpoints import load_backbone
+    from evaluate.networks.vit import vit_small
+    from evaluate.networks.checkpoints import load_backbone
 
     before = torch.random.get_rng_state()
     path = make_demo_checkpoint(tmp_path / f"{fmt}.pth", fmt, seed=3, architecture="vit-s16")
@@ -165,8 +165,8 @@ def test_command_line(tmp_path, capsys):
      ("augvit-s16", "dino-train", "circulant2")],
 )
 def test_demo_checkpoint_of_each_new_architecture_is_seeded_and_not_degenerate(tmp_path, architecture, fmt, variant):
-    from evaluate.architectures import REGISTRY
-    from evaluate.checkpoints import load_backbone
+    from evaluate.networks.registry import REGISTRY
+    from evaluate.networks.checkpoints import load_backbone
 
     path = make_demo_checkpoint(tmp_path / f"{architecture}.pth", fmt, seed=5, architecture=architecture)
     loaded = load_backbone(path)
@@ -192,7 +192,7 @@ def test_demo_checkpoint_bad_architecture(tmp_path):
 def test_shipped_config_has_a_demo_checkpoint_of_every_architecture():
     import yaml
 
-    from evaluate.architectures import ARCHITECTURES
+    from evaluate.networks.registry import ARCHITECTURES
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
     demos = [entry["demo"] for entry in config["checkpoints"].values() if "demo" in entry]

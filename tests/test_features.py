@@ -1,4 +1,4 @@
-"""evaluate.features: shards equal the backbone's readings computed directly, are written atomically with meta.json
+"""evaluate.readings.features: shards equal the backbone's readings computed directly, are written atomically with meta.json
 last, stream batch by batch, and read back across shards as one array."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from evaluate.atomic import write_json
-from evaluate.backbone import vit_small
-from evaluate.datasets import CocoDataset
-from evaluate.demo import make_demo_dataset
-from evaluate.features import FeatureError, FeatureReader, extract_shard
-from evaluate.images import ImageError, keys480_input, open_rgb, tokens224_input
+from evaluate.plumbing.atomic import write_json
+from evaluate.networks.vit import vit_small
+from evaluate.datasets.coco import CocoDataset
+from evaluate.demo.scenes import make_demo_dataset
+from evaluate.readings.features import FeatureError, FeatureReader, extract_shard
+from evaluate.readings.images import ImageError, keys480_input, open_rgb, tokens224_input
 
 META = {"checkpoint_sha256": "ab" * 32, "checkpoint_format": "selfpatch-train", "manifest_sha256": "cd" * 32}
 SHARD_FILES = {"keys480.npy", "tokens224.npy", "image_ids.json", "meta.json"}

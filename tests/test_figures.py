@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-import evaluate.figures as figures_module
-from evaluate.figures import (
+import evaluate.outputs.figures as figures_module
+from evaluate.outputs.figures import (
     ALPHA,
     PREDICTION_COLOUR,
     SEALED_LEGEND,

@@ -1,4 +1,4 @@
-"""evaluate.inputs: a shard's images are decoded once, in worker processes, and every checkpoint's extraction of the
+"""evaluate.readings.inputs: a shard's images are decoded once, in worker processes, and every checkpoint's extraction of the
 shard from those uint8 inputs gives features byte-identical to decoding the JPEGs itself (today's path)."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import pytest
 import torch
 from PIL import Image, ImageOps
 
-import evaluate.datasets
-import evaluate.inputs
-from evaluate.checkpoints import load_backbone
-from evaluate.datasets import CocoDataset
-from evaluate.demo import make_demo_dataset
-from evaluate.demo_checkpoints import make_demo_checkpoint
-from evaluate.features import extract_inputs, extract_shard
-from evaluate.images import ImageError, keys480_input, normalise_pixels, tokens224_input
-from evaluate.inputs import (BYTES_PER_IMAGE, DecodedInputs, InputsError, StoredInputs, decoded_pixels,
+import evaluate.datasets.coco
+import evaluate.readings.inputs
+from evaluate.networks.checkpoints import load_backbone
+from evaluate.datasets.coco import CocoDataset
+from evaluate.demo.scenes import make_demo_dataset
+from evaluate.demo.checkpoints import make_demo_checkpoint
+from evaluate.readings.features import extract_inputs, extract_shard
+from evaluate.readings.images import ImageError, keys480_input, normalise_pixels, tokens224_input
+from evaluate.readings.inputs import (BYTES_PER_IMAGE, DecodedInputs, InputsError, StoredInputs, decoded_pixels,
                              drop_if_all_extracted, drop_inputs, open_shard_inputs, preprocess_shard, prefetch)
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
@@ -43,14 +43,14 @@ def demo_ds(tmp_path_factory) -> CocoDataset:
 def decode_count(monkeypatch):
     """Counts calls of the function that opens image files, in this process and in forked workers alike."""
     counter = multiprocessing.get_context("fork").Value("i", 0)
-    real = evaluate.datasets.open_rgb
+    real = evaluate.datasets.coco.open_rgb
 
     def counting_open_rgb(path):
         with counter.get_lock():
             counter.value += 1
         return real(path)
 
-    monkeypatch.setattr(evaluate.datasets, "open_rgb", counting_open_rgb)
+    monkeypatch.setattr(evaluate.datasets.coco, "open_rgb", counting_open_rgb)
     return counter
 
 
@@ -135,7 +135,7 @@ def test_rows_go_to_whichever_process_is_free(demo_ds, tmp_path, monkeypatch):
     context = multiprocessing.get_context("fork")
     done = context.Value("i", 0)
     decoded_by = context.Array("i", 6)  # pid per image id 1..5
-    real = evaluate.inputs.decode_pixels
+    real = evaluate.readings.inputs.decode_pixels
 
     def recording_decode(dataset, image_id):
         if image_id == 1:
@@ -148,7 +148,7 @@ def test_rows_go_to_whichever_process_is_free(demo_ds, tmp_path, monkeypatch):
             done.value += 1
         return pixels
 
-    monkeypatch.setattr(evaluate.inputs, "decode_pixels", recording_decode)
+    monkeypatch.setattr(evaluate.readings.inputs, "decode_pixels", recording_decode)
     out = preprocess_shard(demo_ds, [1, 2, 3, 4, 5], tmp_path / "000", workers=2)
     others = {decoded_by[i] for i in (2, 3, 4, 5)}
     assert len(others) == 1 and decoded_by[1] not in others and 0 not in others
@@ -160,14 +160,14 @@ def test_rows_go_to_whichever_process_is_free(demo_ds, tmp_path, monkeypatch):
 @pytest.mark.badinput
 def test_a_killed_worker_is_reported_and_leaves_nothing(demo_ds, tmp_path, monkeypatch):
     parent = os.getpid()
-    real = evaluate.inputs.decode_pixels
+    real = evaluate.readings.inputs.decode_pixels
 
     def dying_decode(dataset, image_id):
         if os.getpid() != parent:
             os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's out-of-memory killer would
         return real(dataset, image_id)
 
-    monkeypatch.setattr(evaluate.inputs, "decode_pixels", dying_decode)
+    monkeypatch.setattr(evaluate.readings.inputs, "decode_pixels", dying_decode)
     out = tmp_path / "shard"
     with pytest.raises(InputsError, match=r"preprocessing worker .* exit code -9") as info:
         preprocess_shard(demo_ds, [1, 2, 3, 4, 5], out, workers=2)

@@ -21,7 +21,7 @@ from evaluate.ledger.openings import opening, verify_openings
 from evaluate.ledger.records import make_record, read_records, record_path, write_record
 from evaluate.ledger.scores_table import rebuild_scores
 from evaluate.ledger.verify import verify_ledger
-from evaluate.measures import MeasureError, make_measure, stats_array
+from evaluate.scores.measures import MeasureError, make_measure, stats_array
 
 REPO = Path(__file__).resolve().parents[1]
 DESIGN_COLUMNS = [  # docs/design.md §7, with the architecture that §9 asks every record and scores.csv to carry

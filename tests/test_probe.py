@@ -12,7 +12,7 @@ import torch
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 
-from evaluate.probe import (
+from evaluate.probe.linear import (
     IGNORE,
     LinearProbe,
     ProbeError,
@@ -31,8 +31,8 @@ from evaluate.probe import (
     training_tokens,
 )
 from evaluate.experiment import config_defaults
-from evaluate.measures import stats_array
-from evaluate.scores import bootstrap_ci
+from evaluate.scores.measures import stats_array
+from evaluate.scores.masks import bootstrap_ci
 
 
 PROBE = config_defaults("probe")  # the run's defaults: weight_decay, max_iter, tol, max_tokens
@@ -132,7 +132,7 @@ def test_label_map_overlaps_crowd_and_background():
     assert out.dtype == np.uint8
     np.testing.assert_array_equal(out, expected)
 
-    class Holder:  # anything with .coco works (evaluate.datasets.CocoDataset)
+    class Holder:  # anything with .coco works (evaluate.datasets.coco.CocoDataset)
         pass
 
     holder = Holder()
@@ -407,7 +407,7 @@ def test_probe_parity_with_scikit_learn_on_coco_mini(coco_mini_features):
     """
     from sklearn.linear_model import LogisticRegression
 
-    from evaluate.features import FeatureReader
+    from evaluate.readings.features import FeatureReader
 
     train_ds, _, train_dirs = coco_mini_features["train"]
     val_ds, _, val_dirs = coco_mini_features["val"]

@@ -11,10 +11,10 @@ import pytest
 from PIL import Image
 
 from browser import chromium, open_page
-from evaluate.figures import ledger_figures
+from evaluate.outputs.figures import ledger_figures
 from evaluate.ledger.records import record_path, write_record
-from evaluate.report import ReportError, build_report
-from evaluate.tables import build_tables
+from evaluate.outputs.report import ReportError, build_report
+from evaluate.outputs.tables import build_tables
 
 REPO = Path(__file__).resolve().parents[1]
 needs_browser = pytest.mark.skipif(chromium() is None, reason="headless Chromium absent (/usr/bin/chromium from "

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.datasets import CocoDataset
-from evaluate.demo import make_demo_dataset
-from evaluate.jobs.labels import reuse_key, score_eval_set
+from evaluate.datasets.coco import CocoDataset
+from evaluate.demo.scenes import make_demo_dataset
+from evaluate.ledger.scoring import reuse_key, score_eval_set
 from evaluate.ledger import BudgetExceeded
 from evaluate.ledger.records import read_record
-from evaluate.measures import make_measure
-from evaluate.paths import OPENINGS, SCORE_REUSE
-from evaluate.provenance import sha256_bytes, sha256_json
+from evaluate.scores.measures import make_measure
+from evaluate.plumbing.paths import OPENINGS, SCORE_REUSE
+from evaluate.plumbing.provenance import sha256_bytes, sha256_json
 
 CHECKPOINT = {"name": "ck", "path": "ck.pth", "run": "r", "epoch": 3, "which": "teacher"}
 

@@ -13,8 +13,8 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 from evaluate import EvaluationError
-from evaluate import scores
-from evaluate.scores import (
+from evaluate.scores import masks as scores
+from evaluate.scores.masks import (
     ScoreError,
     bootstrap_ci,
     box_iou,
@@ -67,7 +67,7 @@ def make_coco(images: list[tuple[int, int, int]], anns: list[dict]) -> COCO:
 
 
 class CocoTruth:
-    """The CocoDataset protocol over a pycocotools COCO (test stand-in; the real class lives in evaluate.datasets)."""
+    """The CocoDataset protocol over a pycocotools COCO (test stand-in; the real class lives in evaluate.datasets.coco)."""
 
     def __init__(self, coco: COCO):
         self.coco = coco
@@ -162,7 +162,7 @@ def test_jaccard_per_image_rejects_unknown_image_and_wrong_size():
 
 def _coco_mini_truth(root):
     try:
-        from evaluate.datasets import CocoDataset
+        from evaluate.datasets.coco import CocoDataset
     except ImportError:  # the data helper's module is not in this checkout yet
         with contextlib.redirect_stdout(io.StringIO()):
             return CocoTruth(COCO(str(root / "annotations.json")))

@@ -13,7 +13,7 @@ import pytest
 
 from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records, record_path, write_record
-from evaluate.tables import (
+from evaluate.outputs.tables import (
     Cell,
     Column,
     Table,

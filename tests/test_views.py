@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from evaluate.agreement import kendall_tau_b, pair_agreement, rank_agreement
-from evaluate.datasets import CocoDataset, rle_from_mask
-from evaluate.measures import make_measure
-from evaluate.probe import class_names, per_class_iou, probe_classes
-from evaluate.scores import extremes, image_categories, jaccard_per_image, per_category_mean
-from evaluate.tables import gallery_tables
+from evaluate.scores.agreement import kendall_tau_b, pair_agreement, rank_agreement
+from evaluate.datasets.coco import CocoDataset, rle_from_mask
+from evaluate.scores.measures import make_measure
+from evaluate.probe.linear import class_names, per_class_iou, probe_classes
+from evaluate.scores.masks import extremes, image_categories, jaccard_per_image, per_category_mean
+from evaluate.outputs.tables import gallery_tables
 
 
 def box(rows, cols, shape=(4, 4)) -> np.ndarray:

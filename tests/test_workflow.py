@@ -179,8 +179,8 @@ def edited_plan(ws: Workspace, relative: str, addition: str) -> dict[str, int]:
 
 
 def test_editing_evaluate_code_reruns_its_jobs_but_a_comment_does_not(finished):
-    assert edited_plan(finished, "evaluate/backbone.py", "\n# a comment changes nothing the code does\n") == {}
-    jobs = edited_plan(finished, "evaluate/backbone.py", "\nUNUSED_CONSTANT = 1\n")
+    assert edited_plan(finished, "evaluate/networks/vit.py", "\n# a comment changes nothing the code does\n") == {}
+    jobs = edited_plan(finished, "evaluate/networks/vit.py", "\nUNUSED_CONSTANT = 1\n")
     assert jobs.get("extract") == 6, jobs  # every shard of checkpoint a: its features depend on backbone.py
     assert "demo_dataset" not in jobs, jobs
 
@@ -197,9 +197,9 @@ def test_editing_the_decoder_job_module_or_a_helper_re_plans_the_decoder_jobs_an
 
 def test_editing_table_code_re_plans_only_tables_and_figures(finished):
     # (and the report page, which shows them)
-    jobs = edited_plan(finished, "evaluate/tables.py", "\nUNUSED_CONSTANT = 1\n")
+    jobs = edited_plan(finished, "evaluate/outputs/tables.py", "\nUNUSED_CONSTANT = 1\n")
     assert "tables" in jobs and set(jobs) - {"all"} <= {"tables", "figures", "html_report"}, jobs
-    jobs = edited_plan(finished, "evaluate/figures.py", "\nUNUSED_CONSTANT = 1\n")
+    jobs = edited_plan(finished, "evaluate/outputs/figures.py", "\nUNUSED_CONSTANT = 1\n")
     assert "figures" in jobs and "tables" not in jobs and set(jobs) - {"all"} <= {"figures", "html_report"}, jobs
     jobs = edited_plan(finished, "evaluate/jobs/decoder.py", "\n# only a comment\n")
     assert jobs == {}, jobs

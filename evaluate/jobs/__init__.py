@@ -4,7 +4,7 @@ A stage's path is short and one-way: `workflow/rules/<stage>.smk` -> `evaluate/j
 turns Snakemake's object into plain typed arguments in its first lines) -> the stage's package, where every line
 that decides a number lives and is unit-tested. Every file in `workflow/scripts/` is three lines: import a job
 function and hand it to `run_job`. Each rule's code hash is computed from the imports of its job function
-(`evaluate.provenance.job_code_hash`).
+(`evaluate.plumbing.provenance.job_code_hash`).
 
 `run_job`: the job's progress goes to its log file; an `EvaluationError` (bad checkpoint, corrupt image, broken
 annotation, exhausted budget...) ends the job with its one-line message on the console and in the log, with no

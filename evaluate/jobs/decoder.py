@@ -18,7 +18,7 @@ def sweep_decode(smk: Any) -> None:
 
     from decoders import get_decoder, sweep_settings
     from decoders.shards import sweep_keys, write_sweep
-    from evaluate.features import read_shard_keys
+    from evaluate.readings.features import read_shard_keys
 
     ids, keys = read_shard_keys(keys480, image_ids)
     shard = sweep_keys(get_decoder(decoder_config["name"]), sweep_settings(decoder_config), ids, keys)
@@ -42,13 +42,13 @@ def select_setting(smk: Any) -> None:
 
     from decoders import get_decoder, sweep_settings
     from decoders.settings import NcutSettings
-    from evaluate.atomic import read_json, write_text
-    from evaluate.datasets import CocoDataset, manifest_sizes
-    from evaluate.jobs.labels import open_labels, record_identity
+    from evaluate.plumbing.atomic import read_json, write_text
+    from evaluate.datasets.coco import CocoDataset, manifest_sizes
+    from evaluate.ledger.scoring import open_labels, record_identity
     from evaluate.ledger.records import make_record, write_record
-    from evaluate.measures import make_measure
-    from evaluate.provenance import sha256_json
-    from evaluate.selection import best_setting, rows_csv, sweep_jaccard, sweep_rows
+    from evaluate.scores.measures import make_measure
+    from evaluate.plumbing.provenance import sha256_json
+    from evaluate.scores.selection import best_setting, rows_csv, sweep_jaccard, sweep_rows
 
     started = time.time()
     decoder = get_decoder(decoder_config["name"])
@@ -88,9 +88,9 @@ def decode(smk: Any) -> None:
 
     from decoders import load_selected
     from decoders.shards import decode_keys
-    from evaluate.atomic import read_json, write_json
-    from evaluate.datasets import manifest_sizes
-    from evaluate.features import read_shard_keys
+    from evaluate.plumbing.atomic import read_json, write_json
+    from evaluate.datasets.coco import manifest_sizes
+    from evaluate.readings.features import read_shard_keys
 
     decoder, settings = load_selected(selected)
     ids, keys = read_shard_keys(keys480, image_ids)
@@ -102,7 +102,7 @@ def merge_masks(smk: Any) -> None:
     shards = [Path(p) for p in smk.input]
     out = Path(smk.output[0])
 
-    from evaluate.atomic import read_json, write_json
+    from evaluate.plumbing.atomic import read_json, write_json
 
     write_json(out, [result for path in shards for result in read_json(path)])
 
@@ -122,11 +122,11 @@ def score_decoder(smk: Any) -> None:
 
     import yaml
 
-    from evaluate.atomic import read_json
-    from evaluate.datasets import CocoDataset
-    from evaluate.jobs.labels import score_eval_set
-    from evaluate.measures import decoder_measures
-    from evaluate.scores import image_categories
+    from evaluate.plumbing.atomic import read_json
+    from evaluate.datasets.coco import CocoDataset
+    from evaluate.ledger.scoring import score_eval_set
+    from evaluate.scores.measures import decoder_measures
+    from evaluate.scores.masks import image_categories
 
     setting = yaml.safe_load(selected_file.read_text())["name"]
     measures = score_eval_set(

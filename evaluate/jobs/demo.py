@@ -7,21 +7,21 @@ from typing import Any
 
 
 def demo_dataset(smk: Any) -> None:
-    """A procedurally drawn COCO data set with exact masks (evaluate.demo)."""
+    """A procedurally drawn COCO data set with exact masks (evaluate.demo.scenes)."""
     out_dir = Path(smk.output.annotations).parent
     n_images, seed, first_image_id = (int(smk.params.demo[k]) for k in ("n_images", "seed", "first_image_id"))
 
-    from evaluate.demo import make_demo_dataset
+    from evaluate.demo.scenes import make_demo_dataset
 
     make_demo_dataset(out_dir, n_images=n_images, seed=seed, first_image_id=first_image_id)
 
 
 def demo_checkpoint(smk: Any) -> None:
-    """A seeded random network written in one of the real checkpoint formats (evaluate.demo)."""
+    """A seeded random network written in one of the real checkpoint formats (evaluate.demo.scenes)."""
     out = Path(smk.output[0])
     fmt, seed, architecture = (str(smk.params.demo["format"]), int(smk.params.demo["seed"]),
                                str(smk.params.demo["architecture"]))
 
-    from evaluate.demo_checkpoints import make_demo_checkpoint
+    from evaluate.demo.checkpoints import make_demo_checkpoint
 
     make_demo_checkpoint(out, fmt=fmt, seed=seed, architecture=architecture)

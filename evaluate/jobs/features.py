@@ -17,8 +17,8 @@ def manifest(smk: Any) -> None:
     shard_size = int(smk.params.shard_size)
     out = Path(smk.output.manifest)
 
-    from evaluate.atomic import write_json
-    from evaluate.datasets import CocoDataset, dataset_manifest
+    from evaluate.plumbing.atomic import write_json
+    from evaluate.datasets.coco import CocoDataset, dataset_manifest
 
     manifest = dataset_manifest(CocoDataset(images, annotations), name, roles, shard_size)
     write_json(out, manifest)
@@ -33,10 +33,10 @@ def preprocess(smk: Any) -> None:
     workers = int(smk.threads)
     record = Path(smk.output.record)
 
-    from evaluate.atomic import read_json, write_json
-    from evaluate.datasets import CocoDataset
-    from evaluate.features import shard_image_ids
-    from evaluate.inputs import preprocess_shard
+    from evaluate.plumbing.atomic import read_json, write_json
+    from evaluate.datasets.coco import CocoDataset
+    from evaluate.readings.features import shard_image_ids
+    from evaluate.readings.inputs import preprocess_shard
 
     manifest = read_json(manifest_file)
     image_ids = shard_image_ids(manifest, shard, manifest_file)
@@ -60,13 +60,13 @@ def extract(smk: Any) -> None:
     threads = int(smk.threads)
     out_dir = Path(smk.output.meta).parent
 
-    from evaluate import paths
-    from evaluate.atomic import read_json
-    from evaluate.checkpoints import load_backbone
-    from evaluate.config_tables import checkpoint_table
-    from evaluate.datasets import CocoDataset
-    from evaluate.features import extract_inputs, resolve_device, shard_image_ids
-    from evaluate.inputs import StoredInputs, drop_if_all_extracted, open_shard_inputs
+    from evaluate.plumbing import paths
+    from evaluate.plumbing.atomic import read_json
+    from evaluate.networks.checkpoints import load_backbone
+    from evaluate.plumbing.config import checkpoint_table
+    from evaluate.datasets.coco import CocoDataset
+    from evaluate.readings.features import extract_inputs, resolve_device, shard_image_ids
+    from evaluate.readings.inputs import StoredInputs, drop_if_all_extracted, open_shard_inputs
 
     manifest = read_json(manifest_file)
     image_ids = shard_image_ids(manifest, shard, manifest_file)

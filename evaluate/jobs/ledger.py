@@ -29,7 +29,7 @@ def tables(smk: Any) -> None:
     resamples, seed = int(smk.params.bootstrap["resamples"]), int(smk.params.bootstrap["seed"])
     out_dir = Path(smk.output[0])
 
-    from evaluate.tables import build_tables
+    from evaluate.outputs.tables import build_tables
 
     files = build_tables(ledger_dir, out_dir, compare_to, resamples=resamples, seed=seed, sweep_csv=sweep_csv,
                          gallery_images=gallery_images)
@@ -51,7 +51,7 @@ def figures(smk: Any) -> None:
     reference: str = smk.params.reference
     out = Path(smk.output[0])
 
-    from evaluate.figures import eigenvector_figure, ledger_figures
+    from evaluate.outputs.figures import eigenvector_figure, ledger_figures
 
     out.mkdir(parents=True, exist_ok=True)
     files = ledger_figures(ledger_dir, out, dataset=dataset, masks=dict(zip(checkpoints, masks)) if masks else None,
@@ -61,7 +61,7 @@ def figures(smk: Any) -> None:
     if masks:
         import numpy as np
 
-        from evaluate.atomic import read_json
+        from evaluate.plumbing.atomic import read_json
 
         manifest = read_json(manifest_file)
         with np.load(eigenvector_file) as saved:
@@ -88,7 +88,7 @@ def eigenvector(smk: Any) -> None:
     import numpy as np
 
     from decoders import load_selected
-    from evaluate.atomic import atomic_path, read_json
+    from evaluate.plumbing.atomic import atomic_path, read_json
     from decoders.shards import eigenvector_of_image
 
     _, settings = load_selected(selected)
@@ -99,10 +99,10 @@ def eigenvector(smk: Any) -> None:
 
 
 def html_report(smk: Any) -> None:
-    """results/report.html: every table and figure on one static page (evaluate.report)."""
+    """results/report.html: every table and figure on one static page (evaluate.outputs.report)."""
     tables_dir, figures_dir = Path(smk.input.tables), Path(smk.input.figures)
     out = Path(smk.output[0])
 
-    from evaluate.report import build_report
+    from evaluate.outputs.report import build_report
 
     build_report(tables_dir, figures_dir, out)

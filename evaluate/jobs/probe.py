@@ -21,13 +21,13 @@ def train_probe(smk: Any) -> None:
     config: dict = smk.config
     out_weights, out_training = Path(smk.output.weights), Path(smk.output.training)
 
-    from evaluate.atomic import write_json
-    from evaluate.datasets import CocoDataset
-    from evaluate.features import FeatureReader
-    from evaluate.jobs.labels import open_labels, record_identity
-    from evaluate.probe import (class_index, class_names, dataset_patch_labels, fit_probe, probe_classes,
+    from evaluate.plumbing.atomic import write_json
+    from evaluate.datasets.coco import CocoDataset
+    from evaluate.readings.features import FeatureReader
+    from evaluate.ledger.scoring import open_labels, record_identity
+    from evaluate.probe.linear import (class_index, class_names, dataset_patch_labels, fit_probe, probe_classes,
                                 probe_setting, training_tokens)
-    from evaluate.provenance import sha256_file
+    from evaluate.plumbing.provenance import sha256_file
 
     train = CocoDataset(images, annotations)
     classes = probe_classes(train.categories, annotations)
@@ -66,11 +66,11 @@ def score_probe(smk: Any) -> None:
     config: dict = smk.config
     out_record = Path(smk.output.record)
 
-    from evaluate.atomic import read_json
-    from evaluate.datasets import CocoDataset
-    from evaluate.features import FeatureReader
-    from evaluate.jobs.labels import score_eval_set
-    from evaluate.probe import LinearProbe, class_index, class_names, eval_items, probe_measures
+    from evaluate.plumbing.atomic import read_json
+    from evaluate.datasets.coco import CocoDataset
+    from evaluate.readings.features import FeatureReader
+    from evaluate.ledger.scoring import score_eval_set
+    from evaluate.probe.linear import LinearProbe, class_index, class_names, eval_items, probe_measures
 
     training = read_json(training_file)
     reader = FeatureReader(shard_dirs, kinds=("tokens224",))

@@ -7,7 +7,7 @@ Its concerns, one module each:
 - `scores_table`: scores.csv and scores.parquet rebuilt from the records;
 - `verify`: the whole ledger checked, and the `python -m evaluate.ledger` command.
 
-The measures inside a record (per-image statistics, bootstrap) live with the scores, in `evaluate.measures`.
+The measures inside a record (per-image statistics, bootstrap) live with the scores, in `evaluate.scores.measures`.
 """
 
 from evaluate import EvaluationError

@@ -47,11 +47,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from evaluate.atomic import write_bytes, write_json
+from evaluate.plumbing.atomic import write_bytes, write_json
 from evaluate.ledger import BudgetExceeded, LedgerError
 from evaluate.ledger.records import iso_time
-from evaluate.paths import OPENINGS
-from evaluate.provenance import sha256_json
+from evaluate.plumbing.paths import OPENINGS
+from evaluate.plumbing.provenance import sha256_json
 
 ZERO_HASH = "0" * 64
 OPENING_COLUMNS = (

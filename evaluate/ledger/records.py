@@ -2,7 +2,7 @@
 
 docs/design.md §7. A record is written once as canonical JSON with a `record_sha256` field: the sha256 of the
 canonical JSON of the record without that field. It holds the per-image statistics of every measure
-(`evaluate.measures`), so tables and paired comparisons are rebuilt from records alone, never from features.
+(`evaluate.scores.measures`), so tables and paired comparisons are rebuilt from records alone, never from features.
 Overwrite policy: writing identical content again is a no-op; a record with different content at an existing path
 is refused unless `replace=True`, and even then only by a record of the *same job* (same kind, checkpoint, data set
 and role), i.e. a re-run of that job. The workflow passes `replace=True` (Snakemake has already removed the old
@@ -20,12 +20,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evaluate.atomic import plain_json, write_json
+from evaluate.plumbing.atomic import plain_json, write_json
 from evaluate.ledger import LedgerError
-from evaluate.measures import MEASURE_FIELDS, REDUCERS
-from evaluate.paths import RECORD_IN_LEDGER
-from evaluate.provenance import code_version as _code_version
-from evaluate.provenance import sha256_json
+from evaluate.scores.measures import MEASURE_FIELDS, REDUCERS
+from evaluate.plumbing.paths import RECORD_IN_LEDGER
+from evaluate.plumbing.provenance import code_version as _code_version
+from evaluate.plumbing.provenance import sha256_json
 
 ARCHITECTURE_FIELDS = ("architecture", "architecture_variant", "head_layout")  # from the features' meta.json
 KINDS = ("sweep", "decoder", "probe")  # what the workflow writes: sweep on select, decoder and probe on eval
@@ -49,7 +49,7 @@ def record_hash(record: dict) -> str:
 
 
 def record_path(ledger_dir: str | os.PathLike, kind: str, checkpoint: str, dataset: str) -> Path:
-    """Where the workflow keeps a job's record (`evaluate.paths.RECORD` below `ledger_dir`)."""
+    """Where the workflow keeps a job's record (`evaluate.plumbing.paths.RECORD` below `ledger_dir`)."""
     return Path(ledger_dir) / RECORD_IN_LEDGER.format(kind=kind, checkpoint=checkpoint, dataset=dataset)
 
 

@@ -10,7 +10,7 @@ import io
 import os
 from typing import Any, Sequence
 
-from evaluate.atomic import atomic_path, write_text
+from evaluate.plumbing.atomic import atomic_path, write_text
 from evaluate.ledger.records import read_records
 
 SCORE_COLUMNS = (

@@ -17,7 +17,7 @@ from evaluate.ledger import LedgerError
 from evaluate.ledger.openings import openings_path, read_openings
 from evaluate.ledger.records import read_record
 from evaluate.ledger.scores_table import rebuild_scores
-from evaluate.paths import LEDGER
+from evaluate.plumbing.paths import LEDGER
 
 
 def verify_ledger(ledger_dir: str | os.PathLike) -> dict:

@@ -4,9 +4,9 @@ import re
 
 from snakemake.utils import validate
 
-from evaluate import paths
+from evaluate.plumbing import paths
 from evaluate.experiment import Experiment, check_config_names
-from evaluate.provenance import job_code_hash
+from evaluate.plumbing.provenance import job_code_hash
 
 check_config_names(config)
 validate(config, schema="../schemas/config.schema.yaml")  # fills in every default the schema states

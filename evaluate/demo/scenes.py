@@ -13,10 +13,10 @@ The masks are exact by construction: each shape's mask is what pycocotools decod
 painted from those masks, and a shape partly hidden is annotated by an uncompressed RLE of its visible pixels.
 Scene i depends only on (seed, image id), and the same arguments give byte-identical files.
 
-The demo's checkpoints are made by `evaluate.demo_checkpoints`.
+The demo's checkpoints are made by `evaluate.demo.checkpoints`.
 
 Command line:
-    python -m evaluate.demo OUT --n N --seed S [--first-id I]
+    python -m evaluate.demo.scenes OUT --n N --seed S [--first-id I]
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from PIL import Image
 from pycocotools import mask as mask_utils
 
 from evaluate import EvaluationError
-from evaluate.atomic import write_bytes, write_json
-from evaluate.datasets import mask_area_bbox, quiet_pycocotools, rle_from_mask
+from evaluate.plumbing.atomic import write_bytes, write_json
+from evaluate.datasets.coco import mask_area_bbox, quiet_pycocotools, rle_from_mask
 
 CATEGORIES = [
     {"id": 1, "name": "disc", "supercategory": "shape"},
@@ -249,7 +249,7 @@ def make_demo_dataset(out_dir: str | os.PathLike, n_images: int, seed: int, firs
             annotations.append({"id": len(annotations) + 1, **ann})
     data = {
         "info": {"description": "labelfree-seg-eval demo scenes (procedural, exact masks)",
-                 "generator": "evaluate.demo.make_demo_dataset", "seed": int(seed), "n_images": int(n_images),
+                 "generator": "evaluate.demo.scenes.make_demo_dataset", "seed": int(seed), "n_images": int(n_images),
                  "first_image_id": int(first_image_id)},
         "licenses": [{"id": 0, "name": "generated, no rights reserved", "url": ""}],
         "images": images,
@@ -262,7 +262,7 @@ def make_demo_dataset(out_dir: str | os.PathLike, n_images: int, seed: int, firs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluate.demo", description="write procedural scenes: "
+    parser = argparse.ArgumentParser(prog="python -m evaluate.demo.scenes", description="write procedural scenes: "
                                      "OUT/images/*.png and OUT/annotations.json")
     parser.add_argument("out")
     parser.add_argument("--n", type=int, default=16, help="number of images (default 16)")

@@ -15,7 +15,7 @@ Read it top to bottom like the authors' `xcit.py`:
     XCiT                patch embedding + position encoding + 12 blocks, nothing after
 
 BatchNorm runs with the checkpoint's running statistics: the network is meant to be used in eval mode (`load_backbone`
-puts it there). The two readings, as for the ViT family (`evaluate.backbone`):
+puts it there). The two readings, as for the ViT family (`evaluate.networks.vit`):
 
 - `model.tokens(x)` (also `model(x)`): block 12's output, (B, N, 384) float32;
 - `model.last_keys(x)`: block 12's keys `k = W_k LN1(z) + b_k` per token, with bias, BEFORE XCA's normalisation,
@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from evaluate.backbone import LN_EPS, Mlp, init_linears_and_norms, patch_grid
-from evaluate.readings import PATCH, WIDTH
+from evaluate.networks.vit import LN_EPS, Mlp, init_linears_and_norms, patch_grid
+from evaluate.readings.geometry import PATCH, WIDTH
 
 EMBED_DIM = WIDTH
 DEPTH = 12

@@ -9,7 +9,7 @@ A shard folder holds
                                    versions, dtype; written LAST, so its presence marks a complete shard
 
 in `feature_dtype` (float16 by default, float32 for precision checks). Every file is written under a temporary
-name and renamed (`evaluate.atomic`); the arrays are filled batch by batch in a preallocated memory-mapped .npy,
+name and renamed (`evaluate.plumbing.atomic`); the arrays are filled batch by batch in a preallocated memory-mapped .npy,
 so memory does not grow with the shard.
 
 `FeatureReader` presents a data set's shards as one array, opening each shard's files memory-mapped on demand.
@@ -31,10 +31,10 @@ from numpy.lib.format import open_memmap, read_array_header_1_0, read_array_head
 from tqdm import tqdm
 
 from evaluate import EvaluationError
-from evaluate.atomic import atomic_path, write_json
-from evaluate.images import TRANSFORMS
-from evaluate.readings import KINDS
-from evaluate.provenance import code_version, library_versions
+from evaluate.plumbing.atomic import atomic_path, write_json
+from evaluate.readings.images import TRANSFORMS
+from evaluate.readings.geometry import KINDS
+from evaluate.plumbing.provenance import code_version, library_versions
 
 DTYPES = ("float16", "float32")
 META = "meta.json"
@@ -58,9 +58,9 @@ def extract_shard(
 
     dataset: a `CocoDataset` (anything with `open_image(id) -> RGB PIL image` and `annotations_sha256`).
     options: those of `extract_inputs`. The features equal, byte for byte, those `extract_inputs` gives on the
-    shard's `evaluate.inputs.StoredInputs` (decoded once, shared by every checkpoint).
+    shard's `evaluate.readings.inputs.StoredInputs` (decoded once, shared by every checkpoint).
     """
-    from evaluate.inputs import DecodedInputs, InputsError
+    from evaluate.readings.inputs import DecodedInputs, InputsError
 
     try:
         inputs = DecodedInputs(dataset, image_ids, where=out_dir)
@@ -84,7 +84,7 @@ def extract_inputs(
     """Run `model` on a shard's inputs and write one complete shard to `out_dir`; returns `out_dir`.
 
     model: a ViT with `last_keys(x)` and `tokens(x)` ((B, 3, H, W) float32 -> (B, N, 384) float32).
-    inputs: an `evaluate.inputs.StoredInputs` (decoded once per data set) or `DecodedInputs` (decoded here):
+    inputs: an `evaluate.readings.inputs.StoredInputs` (decoded once per data set) or `DecodedInputs` (decoded here):
       `.image_ids`, `.annotations_sha256` and `.batches(batch_size)` of uint8 pixels.
     meta: what the caller knows (e.g. checkpoint_sha256, checkpoint_format, checkpoint path, manifest_sha256,
       shard name); recorded in meta.json together with the transforms, code version, library versions and dtype.
@@ -93,7 +93,7 @@ def extract_inputs(
     Row i of both arrays is inputs.image_ids[i]. The next batch is read and normalised in a background thread
     while the network runs (on CUDA: pinned, copied without blocking); at most three batches are held at a time.
     """
-    from evaluate.inputs import model_batches, prefetch
+    from evaluate.readings.inputs import model_batches, prefetch
 
     if dtype not in DTYPES:
         raise FeatureError(f"feature dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")

@@ -8,7 +8,7 @@ columns, cells holding numbers) and rendered four ways by one set of rules:
   `\label{tab:{stem}}`; display names as LaTeX (AP$_{50}$); a cell is `v {\scriptsize [lo, hi]}`, DIGITS
   decimals, a negative number's sign as `$-$`.
 - **Markdown** (`{stem}.md`): the caption, a blank line, then the table; a cell is `v [lo, hi]`.
-- **HTML** (`{stem}.html`): a `<table>` with its `<caption>`, for the report (`evaluate.report`).
+- **HTML** (`{stem}.html`): a `<table>` with its `<caption>`, for the report (`evaluate.outputs.report`).
 - **CSV** (`{stem}.csv`): machine names as headers, every number at full precision (`repr`), and a numeric
   column with intervals as three columns `{key}`, `{key}_ci_low`, `{key}_ci_high`; no caption, no bold.
 
@@ -24,15 +24,15 @@ Tables (per `eval` data set unless said):
 - `compare-{baseline}_{dataset}`: every checkpoint minus the baseline checkpoint: paired bootstrap differences
   (`paired_difference`) over the images both records scored, for measures with per-image statistics.
 - `sweep`: the decoder sweep on the select data set, best setting first (`sweep_table`).
-- `categories_{dataset}`: per-category decoder Jaccard (`evaluate.scores.per_category_mean` over the images
+- `categories_{dataset}`: per-category decoder Jaccard (`evaluate.scores.masks.per_category_mean` over the images
   holding each category, from the decoder record's `image_categories`), categories as rows, checkpoints as
   columns.
-- `probe-classes_{dataset}`: per-class probe IoU (`evaluate.probe.per_class_iou` from the probe record's
+- `probe-classes_{dataset}`: per-class probe IoU (`evaluate.probe.linear.per_class_iou` from the probe record's
   confusions and `class_names`).
 - `gallery_{dataset}`: each checkpoint's `gallery_images` worst and best images by Jaccard
-  (`evaluate.scores.extremes`), with their categories.
+  (`evaluate.scores.masks.extremes`), with their categories.
 - `agreement_{dataset}`: Kendall's tau between the checkpoints' rankings for every pair of measures with its 95%
-  bootstrap interval over images (`evaluate.agreement`).
+  bootstrap interval over images (`evaluate.scores.agreement`).
 
 A measure name that occurs in records of more than one kind becomes `{kind}:{measure}` in column keys.
 """
@@ -48,10 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from evaluate.atomic import write_text
+from evaluate.plumbing.atomic import write_text
 from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records
-from evaluate.measures import PERCENT, stats_array
+from evaluate.scores.measures import PERCENT, stats_array
 
 MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy")
 # measure -> (plain display name for Markdown, HTML and figures, LaTeX display name)
@@ -433,11 +433,11 @@ def _percent(x: float) -> float | None:
 def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int,
                       seed: int) -> tuple[float | None, float | None, float | None, int]:
     """(diff, lo, hi, n) in percent points: measure a minus measure b over the images both scored, paired by
-    image id (`evaluate.scores.paired_bootstrap_diff` on the per-image statistics, times PERCENT).
+    image id (`evaluate.scores.masks.paired_bootstrap_diff` on the per-image statistics, times PERCENT).
 
     Both must have the same reducer; miou counts of both use one common class count.
     """
-    from evaluate.scores import paired_bootstrap_diff  # noqa: PLC0415
+    from evaluate.scores.masks import paired_bootstrap_diff  # noqa: PLC0415
 
     reducer = measure_a["reducer"]
     if reducer is None or reducer != measure_b["reducer"]:
@@ -583,8 +583,8 @@ def category_tables(records: Sequence[dict], *, resamples: int, seed: int) -> li
 
 
 def per_category_from_record(rec: dict, jaccard: dict, *, resamples: int, seed: int) -> list[dict]:
-    """`evaluate.scores.per_category_mean` of a decoder record's Jaccard, in percent (None where undefined)."""
-    from evaluate.scores import per_category_mean  # noqa: PLC0415
+    """`evaluate.scores.masks.per_category_mean` of a decoder record's Jaccard, in percent (None where undefined)."""
+    from evaluate.scores.masks import per_category_mean  # noqa: PLC0415
 
     out = per_category_mean(jaccard["image_ids"], jaccard["per_image"], rec["image_categories"],
                             resamples=resamples, seed=seed)
@@ -593,7 +593,7 @@ def per_category_from_record(rec: dict, jaccard: dict, *, resamples: int, seed: 
 
 def probe_class_tables(records: Sequence[dict], *, resamples: int, seed: int) -> list[Table]:
     """Per eval data set: probe IoU per class (rows, in label order) for every checkpoint (columns)."""
-    from evaluate.probe import per_class_iou  # noqa: PLC0415
+    from evaluate.probe.linear import per_class_iou  # noqa: PLC0415
 
     tables = []
     for dataset, recs in sorted(_records_of(records, "probe", "class_names").items()):
@@ -623,8 +623,8 @@ def probe_class_tables(records: Sequence[dict], *, resamples: int, seed: int) ->
 
 
 def gallery_picks(rec: dict, n: int) -> tuple[list[int], list[int]]:
-    """(worst, best) image ids of a decoder record by per-image Jaccard (`evaluate.scores.extremes`)."""
-    from evaluate.scores import extremes  # noqa: PLC0415
+    """(worst, best) image ids of a decoder record by per-image Jaccard (`evaluate.scores.masks.extremes`)."""
+    from evaluate.scores.masks import extremes  # noqa: PLC0415
 
     jac = _measure(rec, "jaccard")
     if jac is None or not jac["image_ids"]:
@@ -661,7 +661,7 @@ def gallery_tables(records: Sequence[dict], n: int) -> list[Table]:
 
 def agreement_tables(records: Sequence[dict], *, resamples: int, seed: int) -> list[Table]:
     """Per eval data set: Kendall's tau of the checkpoints' rankings for every pair of measures."""
-    from evaluate.agreement import rank_agreement  # noqa: PLC0415
+    from evaluate.scores.agreement import rank_agreement  # noqa: PLC0415
 
     evals = [r for r in records if r["role"] == "eval"]
     tables = []

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from evaluate.paths import LEDGER, OPENINGS, SCORE_REUSE
+from evaluate.plumbing.paths import LEDGER, OPENINGS, SCORE_REUSE
 
-log = logging.getLogger("evaluate.jobs.labels")
+log = logging.getLogger("evaluate.ledger.scoring")
 
 
 def open_labels(config: dict, dataset: Any, dataset_name: str, *, role: str, purpose: str, checkpoint: str,
@@ -41,9 +41,9 @@ def open_labels(config: dict, dataset: Any, dataset_name: str, *, role: str, pur
 def record_identity(config: dict, checkpoint: dict, features_meta: str | os.PathLike, dataset: str, role: str) -> dict:
     """The fields every scoring record shares: the checkpoint (name, run, epoch, and its sha256 and architecture as
     the features' meta.json recorded them when the file was read), the data set, the role and the config's hash."""
-    from evaluate.atomic import read_json
+    from evaluate.plumbing.atomic import read_json
     from evaluate.ledger.records import ARCHITECTURE_FIELDS
-    from evaluate.provenance import config_hash
+    from evaluate.plumbing.provenance import config_hash
 
     meta = read_json(features_meta)
     return {
@@ -60,7 +60,7 @@ def record_identity(config: dict, checkpoint: dict, features_meta: str | os.Path
 
 def reuse_key(files: Iterable[str | os.PathLike], values: dict) -> str:
     """sha256 of what decides a record: the bytes of `files`, in order, and `values` (canonical JSON)."""
-    from evaluate.provenance import sha256_file, sha256_json
+    from evaluate.plumbing.provenance import sha256_file, sha256_json
 
     return sha256_json({"files": [sha256_file(f) for f in files], "values": values})
 
@@ -106,9 +106,9 @@ def score_eval_set(config: dict, *, open_dataset: Callable[[], Any], dataset_nam
       manifest); settings: the job's code hash and the settings it scores with (bootstrap). With the checkpoint's
       identity and the setting they make the reuse key (module docstring): a key scored before is not scored again.
     """
-    from evaluate.atomic import write_bytes
+    from evaluate.plumbing.atomic import write_bytes
     from evaluate.ledger.records import make_record, write_record
-    from evaluate.provenance import sha256_json
+    from evaluate.plumbing.provenance import sha256_json
 
     started = time.time()
     identity = record_identity(config, checkpoint, features_meta, dataset_name, "eval")

@@ -1,13 +1,13 @@
 """The embedded demo's checkpoints: seeded random networks of every architecture, written in the real file formats.
 
 `make_demo_checkpoint(path, fmt, seed, architecture)` saves a network of one of the registry's architectures
-(`evaluate.architectures`: ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16) with its authors' *random*
+(`evaluate.networks.registry`: ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16) with its authors' *random*
 initialisation (`torch.manual_seed(seed)`) in one of the checkpoint formats. Its features mean nothing: it only
 exercises the pipeline (loading, feature extraction, decoding, scoring) end to end. Kept apart from the demo's data
-sets (`evaluate.demo`), so drawing scenes does not depend on the networks' code.
+sets (`evaluate.demo.scenes`), so drawing scenes does not depend on the networks' code.
 
 Command line:
-    python -m evaluate.demo_checkpoints OUT --format F --seed S --architecture A
+    python -m evaluate.demo.checkpoints OUT --format F --seed S --architecture A
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import os
 import sys
 from pathlib import Path
 
-from evaluate.architectures import ARCHITECTURES
-from evaluate.checkpoints import FORMATS
-from evaluate.demo import DemoError, print_made
+from evaluate.networks.registry import ARCHITECTURES
+from evaluate.networks.checkpoints import FORMATS
+from evaluate.demo.scenes import DemoError, print_made
 
 CHECKPOINT_FORMATS = FORMATS  # "dino-backbone", "dino-train", "selfpatch-train", "deit3", "backbone"
 DEMO_ARCHITECTURES = ARCHITECTURES  # "xcit-s12-16", "augvit-s16", "vit-s16-layerscale", "vit-s16"
@@ -34,8 +34,8 @@ def make_demo_checkpoint(path: str | os.PathLike, fmt: str, seed: int, architect
     """
     import torch
 
-    from evaluate.architectures import REGISTRY
-    from evaluate.checkpoints import save_backbone
+    from evaluate.networks.registry import REGISTRY
+    from evaluate.networks.checkpoints import save_backbone
 
     if fmt not in CHECKPOINT_FORMATS:
         raise DemoError(f"checkpoint format must be one of {', '.join(CHECKPOINT_FORMATS)}, got {fmt!r}")
@@ -50,7 +50,7 @@ def make_demo_checkpoint(path: str | os.PathLike, fmt: str, seed: int, architect
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluate.demo_checkpoints", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m evaluate.demo.checkpoints", description=__doc__.split("\n\n")[0])
     parser.add_argument("out")
     parser.add_argument("--format", required=True, choices=CHECKPOINT_FORMATS)
     parser.add_argument("--seed", type=int, required=True)

@@ -33,8 +33,8 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 
 from evaluate import EvaluationError
-from evaluate.images import open_rgb
-from evaluate.provenance import sha256_file, sha256_json
+from evaluate.readings.images import open_rgb
+from evaluate.plumbing.provenance import sha256_file, sha256_json
 
 IMAGE_KEYS = ("id", "file_name", "height", "width")
 ANNOTATION_KEYS = ("id", "image_id", "category_id", "segmentation", "iscrowd", "area", "bbox")
@@ -217,7 +217,7 @@ class CocoDataset:
         return int(img["height"]), int(img["width"])
 
     def open_image(self, image_id: int) -> Image.Image:
-        """The image as RGB (see `evaluate.images.open_rgb`), checked to have the annotated size.
+        """The image as RGB (see `evaluate.readings.images.open_rgb`), checked to have the annotated size.
 
         Raises DatasetError for a missing file or a size other than the annotation file's (height, width), and
         ImageError (naming the file) for a corrupt one.

@@ -10,7 +10,7 @@
   224 x 224 crop at offset `round((long - 224) / 2)` (Python's `round`, as torchvision's `Resize(224)` +
   `CenterCrop(224)`), ImageNet-normalised: (3, 224, 224) float32 -> 14 x 14 = 196 patches.
 - Each reading is its uint8 pixels (`keys480_pixels`, `tokens224_pixels`: (H, W, 3) uint8, what
-  `evaluate.inputs` stores once per data set) followed by `normalise_pixels` (one image or a batch, the same bits).
+  `evaluate.readings.inputs` stores once per data set) followed by `normalise_pixels` (one image or a batch, the same bits).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from evaluate import EvaluationError
-from evaluate.readings import KEYS480_SIZE, PATCH, TOKENS224_SIZE
+from evaluate.readings.geometry import KEYS480_SIZE, PATCH, TOKENS224_SIZE
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

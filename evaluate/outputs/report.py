@@ -6,7 +6,7 @@ is a JavaScript application that unpacks its embedded files at view time, so wha
 as a page; this one is plain HTML whose tables, images and links a browser test (tests/test_report.py) opens,
 checks and photographs.
 
-Layout: a contents list, then each table (its `{stem}.html` fragment from `evaluate.tables`, with links to its
+Layout: a contents list, then each table (its `{stem}.html` fragment from `evaluate.outputs.tables`, with links to its
 CSV, Markdown and LaTeX files), then each figure (`<img>` of the PNG, a link to its PDF). Tables come in
 TABLE_ORDER by stem prefix, figures in FIGURE_ORDER, each group sorted by name. Anchors: `tab-{stem}`,
 `fig-{stem}`. Every link is relative to the page.
@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from evaluate import EvaluationError
-from evaluate.atomic import write_text
+from evaluate.plumbing.atomic import write_text
 
 TABLE_ORDER = ("checkpoints_", "run-", "compare-", "agreement_", "categories_", "probe-classes_", "gallery_",
                "sweep")

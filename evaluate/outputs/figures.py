@@ -40,7 +40,7 @@ from matplotlib.patches import Patch, Rectangle
 from PIL import Image
 
 from evaluate import EvaluationError
-from evaluate.atomic import atomic_path
+from evaluate.plumbing.atomic import atomic_path
 from evaluate.ledger.records import read_records
 
 DPI = 100
@@ -162,8 +162,8 @@ def _results_by_image(path: str | os.PathLike) -> dict[int, list[dict]]:
 
 
 def _open_picture(dataset, image_id: int) -> np.ndarray:
-    """The image as the readings start from it (`evaluate.images.open_rgb`): (H, W, 3) uint8."""
-    from evaluate.images import ImageError, open_rgb  # noqa: PLC0415
+    """The image as the readings start from it (`evaluate.readings.images.open_rgb`): (H, W, 3) uint8."""
+    from evaluate.readings.images import ImageError, open_rgb  # noqa: PLC0415
 
     try:
         return np.asarray(open_rgb(dataset.image_path(image_id)))
@@ -247,7 +247,7 @@ def mask_overlays(
     truth: draw the ground truth (False for a sealed data set: its labels are not shown).
     PNG size: (k * TILE_INCHES * DPI) x ((len(results) * TILE_INCHES + LEGEND_INCHES) * DPI) pixels.
     """
-    from evaluate.datasets import CocoDataset  # noqa: PLC0415
+    from evaluate.datasets.coco import CocoDataset  # noqa: PLC0415
 
     dataset = CocoDataset(images_dir, annotations_path)
     ids = dataset.image_ids[:k]
@@ -285,7 +285,7 @@ def gallery_figure(
     """One checkpoint's worst images (top row, worst first) and best images (bottom row, best first) as overlay
     tiles; `jaccard`: image id -> per-image Jaccard in percent; `truth` as `mask_overlays`. PNG size as
     `mask_overlays` with 2 rows."""
-    from evaluate.datasets import CocoDataset  # noqa: PLC0415
+    from evaluate.datasets.coco import CocoDataset  # noqa: PLC0415
 
     dataset = CocoDataset(images_dir, annotations_path)
     by_image = _results_by_image(results_json)
@@ -368,7 +368,7 @@ def agreement_scatter(a: Mapping[str, dict], b: Mapping[str, dict], agreement: M
     """Measure a (x) against measure b (y) across checkpoints: each checkpoint a point at its records' values
     with both 95% intervals as error bars and its name beside it; title with `agreement`'s tau [lo, hi].
 
-    a, b: checkpoint -> measure entry; agreement: `evaluate.agreement.pair_agreement`'s dict; names: display
+    a, b: checkpoint -> measure entry; agreement: `evaluate.scores.agreement.pair_agreement`'s dict; names: display
     names of the two measures."""
     ckpts = list(agreement["checkpoints"])
     fig = Figure(figsize=RUN_FIGSIZE, dpi=DPI)
@@ -405,7 +405,7 @@ def eigenvector_figure(image_path: str | os.PathLike, eigenvector: np.ndarray, o
     if eigenvector.ndim != 2:
         raise FigureError(f"eigenvector map for {image_path} must be 2-D (keys480's patch grid), got shape "
                           f"{eigenvector.shape}")
-    from evaluate.images import ImageError, keys480_pixels, open_rgb  # noqa: PLC0415
+    from evaluate.readings.images import ImageError, keys480_pixels, open_rgb  # noqa: PLC0415
 
     try:
         picture = keys480_pixels(open_rgb(image_path))  # exactly the pixels keys480 is computed from
@@ -432,7 +432,7 @@ SCATTER_PAIR = ("jaccard", "probe_miou")  # the agreement figure: the decoder's 
 
 def record_jaccard(records: Sequence[dict], dataset: str) -> dict[str, dict[int, float]]:
     """checkpoint -> image id -> per-image Jaccard in percent, from the decoder records on `dataset`."""
-    from evaluate.measures import PERCENT  # noqa: PLC0415
+    from evaluate.scores.measures import PERCENT  # noqa: PLC0415
 
     out: dict[str, dict[int, float]] = {}
     for rec in records:
@@ -452,8 +452,8 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     and each checkpoint's gallery of `gallery_images` worst and best images (by the records' Jaccard); the sweep
     heatmap (with the sweep record's selected setting); the SCATTER_PAIR agreement figure per eval data set.
     Returns the PNG paths (each has its PDF beside it)."""
-    from evaluate.agreement import pair_agreement  # noqa: PLC0415
-    from evaluate.tables import DISPLAY_NAMES, eval_measures, gallery_picks  # noqa: PLC0415
+    from evaluate.scores.agreement import pair_agreement  # noqa: PLC0415
+    from evaluate.outputs.tables import DISPLAY_NAMES, eval_measures, gallery_picks  # noqa: PLC0415
 
     out = Path(out_dir)
     records = read_records(Path(ledger_dir) / "records")

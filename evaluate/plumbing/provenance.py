@@ -17,9 +17,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
-from evaluate.atomic import canonical_json
+from evaluate.plumbing.atomic import canonical_json
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 1 << 20
 
 
@@ -87,7 +87,7 @@ PACKAGES = ("evaluate", "decoders")  # the project's own packages: what a code h
 
 
 def module_file(name: str) -> Path | None:
-    """The file of one of the project's modules (`evaluate.features` -> evaluate/features.py), or None."""
+    """The file of one of the project's modules (`evaluate.readings.features` -> evaluate/readings/features.py), or None."""
     if name.split(".")[0] not in PACKAGES:
         return None
     base = REPO_ROOT.joinpath(*name.split("."))

@@ -141,7 +141,7 @@ def jaccard_per_image(dataset: Any, results: Iterable[dict[str, Any]]) -> PerIma
     """Jaccard (in [0, 1]) of every image of `dataset` against COCO results.
 
     dataset: has `.image_ids` (sorted ints) and `.ground_truth(image_id) -> (objects bool (H,W), crowd bool (H,W))`
-    (evaluate.datasets.CocoDataset). results: COCO results (RLE segmentation), any number per image; an image with
+    (evaluate.datasets.coco.CocoDataset). results: COCO results (RLE segmentation), any number per image; an image with
     none has an empty prediction (J = 0 unless left out).
     """
     image_ids = [int(i) for i in dataset.image_ids]
@@ -208,7 +208,7 @@ def corloc_hits(dataset: Any, results: Iterable[dict[str, Any]]) -> PerImage:
     """CorLoc per image (values 1.0 hit, 0.0 miss) of COCO results over `dataset`.
 
     dataset: `.image_ids`, `.image_size(image_id) -> (h, w)`, `.instances(image_id) -> list[annotation dict]` with
-    `bbox` and `iscrowd` (evaluate.datasets.CocoDataset). Images without non-crowd instances are left out.
+    `bbox` and `iscrowd` (evaluate.datasets.coco.CocoDataset). Images without non-crowd instances are left out.
     """
     image_ids = [int(i) for i in dataset.image_ids]
     grouped = results_by_image(results, image_ids)
@@ -409,7 +409,7 @@ def image_categories(dataset: Any) -> list[list]:
     names of the categories with a non-crowd instance in the image (crowd regions are ignore regions, so they
     place no image in a category). What the decoder record keeps so per-category tables come from records alone.
 
-    dataset: `.image_ids`, `.instances(image_id)` and `.coco.cats` (evaluate.datasets.CocoDataset).
+    dataset: `.image_ids`, `.instances(image_id)` and `.coco.cats` (evaluate.datasets.coco.CocoDataset).
     """
     names = {int(c): str(cat["name"]) for c, cat in dataset.coco.cats.items()}
     return [

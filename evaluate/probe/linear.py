@@ -8,7 +8,7 @@ Labels (docs/design.md §6)
 - `label_map`: each pixel gets the class of the non-crowd instance covering it. Overlaps: the instance with fewer
   decoded pixels wins; on equal areas the higher annotation id. An instance wins over a crowd region; crowd pixels
   that no instance covers are 255 (ignore); everything else is 0.
-- `label_map224`: the tokens224 geometry (`evaluate.images.tokens224_geometry`): PIL NEAREST resize of the uint8
+- `label_map224`: the tokens224 geometry (`evaluate.readings.images.tokens224_geometry`): PIL NEAREST resize of the uint8
   map to (new_w, new_h), then the 224 x 224 crop at (left, top).
 - `patch_labels`: per 16 x 16 patch (row-major over the 14 x 14 grid, as the tokens), the majority label of its
   256 pixels not 255; more than 128 ignore pixels -> 255; a tied majority goes to the lowest label.
@@ -38,7 +38,7 @@ Scores on eval (per image): logits (196, K+1) -> (14, 14) -> bilinear upsample t
 label map224, 255 pixels left out. mIoU (%) from the pooled confusion over classes with nonzero union
 (background included). Patch accuracy (%) = correct / valid patches, from per-image [correct, valid] ("ratio").
 95% percentile bootstrap intervals over images as for Jaccard: `probe_measures` hands the per-image statistics to
-`evaluate.measures.make_measure` (reducers "miou" and "ratio" of `evaluate.scores.bootstrap_ci`).
+`evaluate.scores.measures.make_measure` (reducers "miou" and "ratio" of `evaluate.scores.masks.bootstrap_ci`).
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ import torch
 from PIL import Image
 
 from evaluate import EvaluationError
-from evaluate.atomic import atomic_path
-from evaluate.readings import PATCH, TOKENS224_GRID, TOKENS224_SIZE, WIDTH
+from evaluate.plumbing.atomic import atomic_path
+from evaluate.readings.geometry import PATCH, TOKENS224_GRID, TOKENS224_SIZE, WIDTH
 
 IGNORE = 255
 GRID = TOKENS224_GRID
@@ -115,7 +115,7 @@ def probe_setting(weight_decay: float, max_iter: int) -> str:
 
 
 def _coco_of(source: Any) -> Any:
-    """A pycocotools COCO from a COCO object or anything holding one as `.coco` (evaluate.datasets.CocoDataset)."""
+    """A pycocotools COCO from a COCO object or anything holding one as `.coco` (evaluate.datasets.coco.CocoDataset)."""
     return getattr(source, "coco", source)
 
 
@@ -157,7 +157,7 @@ def label_map(source: Any, image_id: int, class_of_category: dict[int, int]) -> 
 
 def label_map224(label_map: np.ndarray) -> np.ndarray:
     """The label map in the tokens224 geometry: uint8 (224, 224) (nearest resize, then the centre crop)."""
-    from evaluate.images import tokens224_geometry
+    from evaluate.readings.images import tokens224_geometry
 
     arr = np.asarray(label_map)
     if arr.ndim != 2 or arr.dtype != np.uint8:
@@ -417,7 +417,7 @@ def training_tokens(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The probe's training set from feature shards: (features float32 (M, 384), labels uint8 (M,)).
 
-    reader: `evaluate.features.FeatureReader` (`.image_ids`, `.iter_shards("tokens224")` yielding (image_ids,
+    reader: `evaluate.readings.features.FeatureReader` (`.image_ids`, `.iter_shards("tokens224")` yielding (image_ids,
     array (m, 196, 384))); labels: uint8 (n, 196) patch labels in `reader.image_ids` order. The non-ignored tokens
     are numbered in image order, patch order; when there are more than `max_tokens`, a uniform subsample of
     `max_tokens` of them is kept, `numpy.random.default_rng(seed).choice(total, max_tokens, replace=False)` sorted.
@@ -516,9 +516,9 @@ def probe_measures(
 
     items yield (image_id, tokens (196, 384), map224 uint8 (224, 224)). Each measure keeps the per-image
     statistics (sparse confusions; [correct, valid]) and its value and interval in percent, drawn from them by
-    `evaluate.measures.make_measure`, so the pipeline and a paired bootstrap read the same numbers.
+    `evaluate.scores.measures.make_measure`, so the pipeline and a paired bootstrap read the same numbers.
     """
-    from evaluate.measures import make_measure
+    from evaluate.scores.measures import make_measure
 
     ids: list[int] = []
     stats: list[ImageProbeStats] = []
@@ -567,7 +567,7 @@ def per_class_iou(
     one entry per label 0..n_classes-1: {"label", "n_images" (images whose truth holds the class), "value",
     "ci_low", "ci_high"} in [0, 1]; all None for a class with no true or predicted pixel anywhere.
     """
-    from evaluate.scores import bootstrap_ci
+    from evaluate.scores.masks import bootstrap_ci
 
     rows = list(per_image)
     inter = np.zeros((len(rows), n_classes), dtype=np.int64)

@@ -2,7 +2,7 @@
 
 docs/design.md §5. The sweep's grid masks (`decoders.shards`) of the reference checkpoint on the select data set
 are scored against its labels: per image, the union of a setting's masks at the image's own size against the
-non-crowd ground truth (`evaluate.scores.jaccard`; images without non-crowd ground truth are left out). The
+non-crowd ground truth (`evaluate.scores.masks.jaccard`; images without non-crowd ground truth are left out). The
 selected setting is the one of highest mean Jaccard; among equal means the first in the grid's order.
 """
 
@@ -18,8 +18,8 @@ import numpy as np
 from decoders.masks import grid_to_image
 from decoders.settings import NcutSettings
 from decoders.shards import read_sweep
-from evaluate.measures import PERCENT
-from evaluate.scores import ScoreError, bootstrap_ci, jaccard
+from evaluate.scores.measures import PERCENT
+from evaluate.scores.masks import ScoreError, bootstrap_ci, jaccard
 
 
 @dataclass

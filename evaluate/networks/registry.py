@@ -3,16 +3,16 @@ state dict's keys and shapes, its converters, its network.
 
 | name                 | family module        | recognised by                                  | variants (what the file says)   | heads  |
 |----------------------|----------------------|------------------------------------------------|---------------------------------|--------|
-| "vit-s16"            | evaluate.backbone    | `patch_embed.proj.weight`, no marker below     | "plain"                         | 6 x 64 |
-| "vit-s16-layerscale" | evaluate.backbone    | `blocks.0.gamma_1` or `blocks.0.ls1.gamma`     | "gamma_1" (DeiT III, iBOT),     | 6 x 64 |
+| "vit-s16"            | evaluate.networks.vit    | `patch_embed.proj.weight`, no marker below     | "plain"                         | 6 x 64 |
+| "vit-s16-layerscale" | evaluate.networks.vit    | `blocks.0.gamma_1` or `blocks.0.ls1.gamma`     | "gamma_1" (DeiT III, iBOT),     | 6 x 64 |
 |                      |                      |                                                | "ls1.gamma" (timm, DINOv2)      |        |
-| "augvit-s16"         | evaluate.backbone    | `blocks.0.augs_attn*`                          | "linear", "circulant",          | 6 x 64 |
+| "augvit-s16"         | evaluate.networks.vit    | `blocks.0.augs_attn*`                          | "linear", "circulant",          | 6 x 64 |
 |                      |                      |                                                | "linear2", "circulant2"         |        |
-| "xcit-s12-16"        | evaluate.xcit        | `blocks.0.attn.temperature`, `local_mp`, or    | "official" (`pos_embeder.`),    | 8 x 48 |
+| "xcit-s12-16"        | evaluate.networks.xcit        | `blocks.0.attn.temperature`, `local_mp`, or    | "official" (`pos_embeder.`),    | 8 x 48 |
 |                      |                      | `patch_embed.proj.0.0.weight`                  | "timm" (`pos_embed.`)           |        |
 
 A state dict here is the network's own flat dict, after the file format's wrapping is taken off
-(`evaluate.checkpoints`): it may still hold a class token, its position row, a final norm, XCiT's class-attention
+(`evaluate.networks.checkpoints`): it may still hold a class token, its position row, a final norm, XCiT's class-attention
 blocks, Aug-ViT's stored index matrices and another naming. Each architecture has one small pure converter to our
 backbone form (`to_backbone`, the names its network's `state_dict()` has) and one back to the full DINO-style form
 (`full_form`, for writing seeded files in the real formats).
@@ -32,9 +32,9 @@ import torch
 from torch import Tensor, nn
 
 from evaluate import EvaluationError
-from evaluate.backbone import AUG_BLOCKS, AUG_MODES, augvit_small, circulant_index_matrix, vit_small, vit_small_layerscale
-from evaluate import backbone as vit
-from evaluate import xcit
+from evaluate.networks.vit import AUG_BLOCKS, AUG_MODES, augvit_small, circulant_index_matrix, vit_small, vit_small_layerscale
+from evaluate.networks import vit
+from evaluate.networks import xcit
 
 SUPPORTED = (
     "supported: ViT-S/16 (plain; LayerScale named gamma_1 or ls1.gamma; Aug-ViT linear, circulant, linear2 or "

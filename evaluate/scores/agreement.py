@@ -7,9 +7,9 @@ undefined (NaN) when either ranking is all ties). Its 95% interval comes from re
 - the images are those every one of these checkpoints scored under both measures (sorted ids), so every
   resample is one draw of images shared by all checkpoints and both measures: the pairing holds;
 - each resample recomputes every checkpoint's a and b from the records' per-image statistics on the same drawn
-  images (`evaluate.scores.bootstrap_values`: `numpy.random.default_rng(seed)`, the draws of every interval in
+  images (`evaluate.scores.masks.bootstrap_values`: `numpy.random.default_rng(seed)`, the draws of every interval in
   the ledger), then tau of the two resampled rankings; the interval is the percentile interval of those taus
-  (resamples where tau is undefined are left out, as `evaluate.scores` does for undefined values);
+  (resamples where tau is undefined are left out, as `evaluate.scores.masks` does for undefined values);
 - the point tau uses a and b on all those images (equal to the records' values when each measure scored the
   same images, as on a data set where every image has ground truth).
 
@@ -52,7 +52,7 @@ def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _stats(measures: Sequence[dict], ids: list[int]) -> list[tuple[Any, str]]:
     """Per-image statistics of each measure on `ids` (in that order), as (array, reducer) for bootstrap_values;
     miou confusions of all measures share one class count so their classes line up."""
-    from evaluate.measures import stats_array
+    from evaluate.scores.measures import stats_array
 
     n_classes = None
     if measures[0]["reducer"] == "miou":
@@ -74,8 +74,8 @@ def pair_agreement(a: Mapping[str, dict], b: Mapping[str, dict], *, resamples: i
     statistics), "tau", "ci_low", "ci_high" (None where undefined), "values_a", "values_b" (each checkpoint's
     value in percent on those images, in checkpoint order)}.
     """
-    from evaluate.measures import PERCENT
-    from evaluate.scores import bootstrap_values
+    from evaluate.scores.measures import PERCENT
+    from evaluate.scores.masks import bootstrap_values
 
     names = sorted(set(a) & set(b))
     out: dict[str, Any] = {"checkpoints": names, "n_images": None, "tau": None, "ci_low": None, "ci_high": None,

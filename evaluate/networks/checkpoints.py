@@ -24,7 +24,7 @@ Formats, recognised by their keys (`detect_format`), each converted by one small
 
 The format says how the network's state dict is wrapped; the architecture inside it (ViT-S/16, with LayerScale or
 augmented shortcuts, or XCiT-S12/16) is recognised from its keys and shapes by the registry
-(`evaluate.architectures`), whose converter for that architecture takes out what the class-token-free backbone form
+(`evaluate.networks.registry`), whose converter for that architecture takes out what the class-token-free backbone form
 leaves out (class token, a class row of the position table, final norm, XCiT's class-attention blocks, Aug-ViT's
 derived index matrices) and renames other namings (timm's `ls1.gamma`, XCiT's `pos_embed.`) to ours.
 
@@ -64,11 +64,11 @@ import torch
 from torch import Tensor, nn
 
 from evaluate import EvaluationError
-from evaluate.atomic import atomic_path
-from evaluate import architectures
-from evaluate.architectures import ArchitectureError, Identified
-from evaluate.backbone import CirculantLinear, circulant_index_matrix
-from evaluate.provenance import sha256_file
+from evaluate.plumbing.atomic import atomic_path
+from evaluate.networks import registry as architectures
+from evaluate.networks.registry import ArchitectureError, Identified
+from evaluate.networks.vit import CirculantLinear, circulant_index_matrix
+from evaluate.plumbing.provenance import sha256_file
 
 FORMATS = ("dino-backbone", "dino-train", "selfpatch-train", "deit3", "backbone")
 TRAINING_FORMATS = ("dino-train", "selfpatch-train")
@@ -107,10 +107,10 @@ class CheckpointError(EvaluationError):
 class LoadedCheckpoint:
     """A backbone loaded from a checkpoint file.
 
-    model: the network in eval mode, float32 on CPU (`evaluate.backbone.VisionTransformer` or
-    `evaluate.xcit.XCiT`: both have `last_keys` and `tokens`); format: one of FORMATS; sha256: of the file's bytes;
+    model: the network in eval mode, float32 on CPU (`evaluate.networks.vit.VisionTransformer` or
+    `evaluate.networks.xcit.XCiT`: both have `last_keys` and `tokens`); format: one of FORMATS; sha256: of the file's bytes;
     path: the file; dropped: the keys of the selected state dict that were not taken (e.g. `cls_token`,
-    `pos_embed[0]`, `norm.weight`, heads); architecture: a name of `evaluate.architectures.REGISTRY`; variant: its
+    `pos_embed[0]`, `norm.weight`, heads); architecture: a name of `evaluate.networks.registry.REGISTRY`; variant: its
     variant (LayerScale naming, Aug-ViT mode, XCiT naming, "plain"); head_layout: "6x64" or "8x48".
     """
 
@@ -532,7 +532,7 @@ def save_backbone(
 
     The container follows the file name: `*.safetensors` writes safetensors (training formats and DeiT III's
     `model` flattened as in the module docstring), anything else `torch.save`. The architecture is recognised from
-    the backbone's keys. "dino-backbone" writes the network's full form (`evaluate.architectures.full_form`: a class
+    the backbone's keys. "dino-backbone" writes the network's full form (`evaluate.networks.registry.full_form`: a class
     token, a class row in a (1, 197, 384) pos_embed, a final norm; XCiT's two class-attention blocks); "deit3"
     writes `{"model": ...}` with the 196-row table unchanged and a 1000-class head; the training formats wrap the
     backbone (DINO: in its full form) as the teacher (and as the student, or `student` when given) beside small

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from evaluate import EvaluationError
-from evaluate.readings import PATCH, TOKENS224_GRID, WIDTH
+from evaluate.readings.geometry import PATCH, TOKENS224_GRID, WIDTH
 
 EMBED_DIM = WIDTH
 DEPTH = 12

@@ -1,0 +1,2 @@
+"""Labelled data sets: COCO instances (`coco`).
+"""

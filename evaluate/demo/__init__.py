@@ -1,0 +1,2 @@
+"""The embedded demo: procedurally drawn scenes (`scenes`) and seeded random checkpoints (`checkpoints`).
+"""

@@ -1,0 +1,3 @@
+"""What a reader sees, from the ledger alone: tables (`tables`), figures (`figures`) and one report page
+(`report`).
+"""

@@ -1,0 +1,2 @@
+"""The linear probe on tokens224: label maps, patch labels, the fit and its scores (`linear`).
+"""
