@@ -22,12 +22,12 @@ from typing import Any
 
 from evaluate.plumbing.atomic import plain_json, write_json
 from evaluate.ledger import LedgerError
+from evaluate.networks import ARCHITECTURE_FIELDS  # noqa: F401 - the record fields from the features' meta.json
 from evaluate.scores.measures import MEASURE_FIELDS, REDUCERS
 from evaluate.plumbing.paths import RECORD_IN_LEDGER
 from evaluate.plumbing.provenance import code_version as _code_version
 from evaluate.plumbing.provenance import sha256_json
 
-ARCHITECTURE_FIELDS = ("architecture", "architecture_variant", "head_layout")  # from the features' meta.json
 KINDS = ("sweep", "decoder", "probe")  # what the workflow writes: sweep on select, decoder and probe on eval
 RECORD_FIELDS = (
     "kind", "checkpoint", "run", "epoch", "checkpoint_sha256", "dataset", "role", "setting", "code_version",

@@ -1,3 +1,29 @@
-"""The networks and their files: the ViT-S/16 family (`vit`), XCiT-S12/16 (`xcit`), the architecture registry
-(`registry`) and reading checkpoint files into a backbone (`checkpoints`).
+"""The networks and their files: the ViT-S/16 family (`vit`), XCiT-S12/16 (`xcit`), what each architecture's files
+hold and the converters to our backbone form (`forms`), the architecture registry (`registry`) and reading
+checkpoint files into a backbone (`checkpoints`).
+
+This module holds what the whole package shares and what other packages may name without importing torch: the
+error of an unsupported architecture, the architecture fields every record carries, and how a message lists keys.
 """
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from evaluate import EvaluationError
+
+# What a loaded checkpoint says about its network (docs/design.md §9): recorded in each feature shard's meta.json,
+# copied into every ledger record and scores.csv row.
+ARCHITECTURE_FIELDS = ("architecture", "architecture_variant", "head_layout")
+SHOW_KEYS = 5  # how many offending keys a message lists before counting the rest
+
+
+class ArchitectureError(EvaluationError):
+    """A state dict of an architecture that is not supported, or whose keys contradict each other."""
+
+
+def describe_keys(keys: Iterable[str]) -> str:
+    """The first `SHOW_KEYS` of `keys` in sorted order, then how many more: "a, b, c, d, e and 3 more"."""
+    keys = sorted(keys)
+    more = len(keys) - SHOW_KEYS
+    return ", ".join(keys[:SHOW_KEYS]) + (f" and {more} more" if more > 0 else "")

@@ -1,5 +1,5 @@
-"""The ViT-S/16 family in SelfPatch form (docs/design.md §1, §9.1, §9.3): DINO's vision transformer without class token and
-without final norm, with its two variants, LayerScale (CaiT, DeiT III) and augmented shortcuts (Aug-ViT-S).
+"""The ViT-S/16 family in SelfPatch form (docs/design.md §1, §9.1, §9.3): DINO's vision transformer without class
+token and without final norm, with its two variants, LayerScale (CaiT, DeiT III) and augmented shortcuts (Aug-ViT-S).
 
 Read it top to bottom like DINO's `vision_transformer.py`:
 

@@ -1,5 +1,5 @@
-"""XCiT-S12/16 in backbone form (docs/design.md §9.2): cross-covariance attention, as DINO trained and released it, without
-class token, class-attention blocks and final norm (none of them reaches block 12).
+"""XCiT-S12/16 in backbone form (docs/design.md §9.2): cross-covariance attention, as DINO trained and released it,
+without class token, class-attention blocks and final norm (none of them reaches block 12).
 
 Read it top to bottom like the authors' `xcit.py`:
 
