@@ -102,7 +102,7 @@ def _missing_keys(tmp_path: Path, state: dict) -> Path:
 def _unexpected_keys(tmp_path: Path, state: dict) -> Path:
     extra = dict(state)
     extra["blocks.12.norm1.weight"] = torch.ones(384)  # a 13th block: not a ViT-S/16
-    extra["head.weight"] = torch.zeros(1000, 384)  # a classifier head
+    extra["fc_norm.weight"] = torch.ones(384)  # timm's norm of pooled tokens (a classifier's `head.*` would be dropped)
     return bi.save_state(tmp_path / "unexpected.pth", extra)
 
 
@@ -147,7 +147,7 @@ CHECKPOINT_CASES = [
                          "pos_embed (1, 784, 384) (expected (1, 196, 384))"]),
     ("missing-keys", _missing_keys, ["2 missing backbone keys", "blocks.11.mlp.fc2.bias",
                                      "blocks.11.mlp.fc2.weight"]),
-    ("unexpected-keys", _unexpected_keys, ["2 unexpected keys", "blocks.12.norm1.weight", "head.weight"]),
+    ("unexpected-keys", _unexpected_keys, ["2 unexpected keys", "blocks.12.norm1.weight", "fc_norm.weight"]),
     ("nan-weights", _nan, ["NaN or infinite", "blocks.3.attn.qkv.weight"]),
     ("inf-weights", _inf, ["NaN or infinite", "blocks.7.mlp.fc1.bias"]),
     ("integer-weights", _integer_weights, ["non-float", "patch_embed.proj.bias", "int64"]),
@@ -158,7 +158,7 @@ CHECKPOINT_CASES = [
 
 def test_the_checkpoint_builder_makes_a_loadable_vit_s16(tmp_path, vit_s):
     """Control: the unmodified builder output loads, so each case below fails for its one defect alone."""
-    loaded = load_backbone(bi.save_state(tmp_path / "good.pth", vit_s))
+    loaded = load_backbone(bi.save_state(tmp_path / "good.pth", vit_s), which="teacher")
     assert loaded.format == "dino-backbone"
     assert torch.equal(loaded.model.state_dict()["blocks.3.attn.qkv.weight"], vit_s["blocks.3.attn.qkv.weight"])
     assert torch.equal(loaded.model.state_dict()["pos_embed"], vit_s["pos_embed"][:, 1:])
@@ -168,7 +168,7 @@ def test_the_checkpoint_builder_makes_a_loadable_vit_s16(tmp_path, vit_s):
 def test_bad_checkpoint_is_refused_naming_file_and_problem(tmp_path, vit_s, make, phrases):
     path = make(tmp_path, vit_s)
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     message = assert_names_and_says(info.value, path, *phrases)
     assert message.startswith(str(path)), message
 
@@ -179,7 +179,7 @@ def test_malicious_pickle_is_refused_and_its_payload_never_runs(tmp_path, contai
     marker = tmp_path / "payload-ran"
     path = bi.write_malicious_checkpoint(tmp_path / "evil.pth", marker, container)
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     message = assert_names_and_says(info.value, path)
     assert not marker.exists(), "the payload ran"
     if container == "raw-pickle":  # protocol 4+: stopped at its first FRAME, before any global is looked up
@@ -195,7 +195,7 @@ def test_pickle_disguised_as_safetensors_is_refused(tmp_path):
     marker = tmp_path / "payload-ran"
     path = bi.write_malicious_checkpoint(tmp_path / "evil.safetensors", marker, "zip")
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     assert_names_and_says(info.value, path, "not a readable safetensors file")
     assert not marker.exists()
 

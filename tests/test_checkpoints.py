@@ -24,9 +24,9 @@ from evaluate.networks.checkpoints import (
     detect_format,
     load_backbone,
     read_checkpoint_file,
-    save_backbone,
     unwrap_checkpoint,
 )
+from evaluate.demo.checkpoints import save_backbone
 
 CONTAINERS = (".pth", ".safetensors")
 
@@ -67,7 +67,7 @@ def assert_same_backbone(loaded: dict[str, torch.Tensor], expected: dict[str, to
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_format_loads_to_identical_backbone_tensors(files, teacher, fmt, suffix):
     path = files[(fmt, suffix)]
-    loaded = load_backbone(path)
+    loaded = load_backbone(path, which="teacher")
     assert isinstance(loaded, LoadedCheckpoint)
     assert loaded.format == fmt
     assert loaded.path == path
@@ -77,7 +77,7 @@ def test_every_format_loads_to_identical_backbone_tensors(files, teacher, fmt, s
 
 
 def test_loaded_model_computes_what_the_saved_one_does(files, teacher):
-    loaded = load_backbone(files[("dino-train", ".pth")]).model
+    loaded = load_backbone(files[("dino-train", ".pth")], which="teacher").model
     x = torch.randn(1, 3, 64, 80)
     with torch.inference_mode():
         torch.testing.assert_close(loaded.last_keys(x), teacher.last_keys(x), rtol=0, atol=0)
@@ -85,7 +85,7 @@ def test_loaded_model_computes_what_the_saved_one_does(files, teacher):
 
 def test_sha256_is_the_files_sha256(files):
     path = files[("selfpatch-train", ".pth")]
-    assert load_backbone(path).sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert load_backbone(path, which="teacher").sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize("suffix", CONTAINERS)
@@ -97,7 +97,7 @@ def test_detect_format_recognises_each_format_by_its_keys(files, fmt, suffix):
 def test_dino_backbone_conversion_drops_exactly_1536_parameters(files):
     state = read_checkpoint_file(files[("dino-backbone", ".pth")])
     assert tuple(state["pos_embed"].shape) == (1, 197, 384)
-    converted, dropped = convert_checkpoint(state, "dino-backbone")
+    converted, dropped = convert_checkpoint(state, "dino-backbone", "teacher")
     total_before = sum(v.numel() for v in state.values())
     total_after = sum(v.numel() for v in converted.values())
     assert total_before - total_after == 1536
@@ -111,14 +111,14 @@ def test_dino_train_takes_the_teacher_backbone_and_drops_the_head(files):
     assert {"student", "teacher", "optimizer", "epoch", "args", "dino_loss"} <= set(state)
     assert isinstance(state["args"], argparse.Namespace)
     assert isinstance(state["optimizer"]["param_groups"][0]["lr"], np.float64)  # DINO's schedules are numpy
-    _, dropped = convert_checkpoint(state, "dino-train")
+    _, dropped = convert_checkpoint(state, "dino-train", "teacher")
     assert {k for k in dropped if k.startswith("head.")} == {k for k in state["teacher"] if k.startswith("head.")}
     assert {"cls_token", "norm.weight", "norm.bias", "pos_embed[0]"} <= set(dropped)
 
 
 def test_selfpatch_train_takes_backbone_only_and_ignores_its_three_heads(files):
     state = read_checkpoint_file(files[("selfpatch-train", ".pth")])
-    converted, dropped = convert_checkpoint(state, "selfpatch-train")
+    converted, dropped = convert_checkpoint(state, "selfpatch-train", "teacher")
     assert {k.split(".")[0] for k in dropped} == {"ca_head", "c_head", "p_head"}
     assert len(converted) == 12 * 12 + 3  # 6 weight/bias pairs per block, the patch embedding's pair, the table
 
@@ -135,7 +135,7 @@ def test_safetensors_training_checkpoint_is_flattened_one_level(files):
 def test_format_is_found_by_content_not_by_file_name(files, tmp_path):
     renamed = tmp_path / "weights.bin"
     renamed.write_bytes(files[("selfpatch-train", ".safetensors")].read_bytes())
-    assert load_backbone(renamed).format == "selfpatch-train"
+    assert load_backbone(renamed, which="teacher").format == "selfpatch-train"
 
 
 # ----------------------------------------------------------------------------------------------------- student
@@ -145,8 +145,10 @@ def test_format_is_found_by_content_not_by_file_name(files, tmp_path):
 @pytest.mark.parametrize("fmt", ["dino-train", "selfpatch-train"])
 def test_student_weights_only_when_asked_for(files, teacher, student_state, fmt, suffix):
     path = files[(fmt, suffix)]
-    assert_same_backbone(load_backbone(path).model.state_dict(), teacher.state_dict())
-    assert_same_backbone(load_backbone(path, which="student").model.state_dict(), student_state)
+    assert_same_backbone(load_backbone(path, which="teacher").model.state_dict(), teacher.state_dict())
+    student = load_backbone(path, which="student")
+    assert student.which == "student"
+    assert_same_backbone(student.model.state_dict(), student_state)
 
 
 def test_student_of_a_backbone_file_is_an_error_naming_the_file(files):
@@ -169,7 +171,7 @@ def test_prefixes_are_stripped_only_as_prefixes():
             "extra.module.backbone.w": t["e"],
         },
     }
-    assert unwrap_checkpoint(state, "selfpatch-train")[0] == {"blocks.0.x": t["a"]}
+    assert unwrap_checkpoint(state, "selfpatch-train", which="teacher")[0] == {"blocks.0.x": t["a"]}
     assert unwrap_checkpoint(state, "selfpatch-train", which="student")[0] == {"blocks.0.x": t["c"]}
 
 
@@ -205,7 +207,7 @@ def test_malicious_pickle_is_refused_and_its_payload_never_runs(tmp_path, payloa
     else:
         path.write_bytes(pickle.dumps(state, protocol=2))
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     message = str(info.value)
     assert str(path) in message
     assert ("system" if payload is RunsAShell else "open") in message
@@ -229,7 +231,7 @@ def test_numpy_1_checkpoint_names_are_allowed(tmp_path, teacher):
     path.write_bytes(data.replace(b"numpy._core.multiarray\nscalar", b"numpy.core.multiarray\nscalar"))
     loaded = read_checkpoint_file(path)
     assert loaded["optimizer"]["param_groups"][0]["lr"] == 5e-4
-    assert_same_backbone(load_backbone(path).model.state_dict(), teacher.state_dict())
+    assert_same_backbone(load_backbone(path, which="teacher").model.state_dict(), teacher.state_dict())
 
 
 def test_other_harmless_looking_globals_are_still_refused(tmp_path):
@@ -264,7 +266,7 @@ def test_vit_b_checkpoint_is_refused_naming_file_and_wrong_shapes(tmp_path):
     path = tmp_path / "dino_vitbase16.pth"
     torch.save(vit_b_state(with_cls=True), path)
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     message = str(info.value)
     assert str(path) in message
     assert "147 wrong shapes" in message  # every tensor
@@ -278,7 +280,7 @@ def test_patch_8_checkpoint_is_refused_naming_its_two_tensors(tmp_path, teacher)
     state["pos_embed"] = torch.zeros(1, 784, 384)
     path = save_backbone(state, tmp_path / "vits8.safetensors", "backbone")
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     message = str(info.value)
     assert str(path) in message and "2 wrong shapes" in message
     assert "patch_embed.proj.weight (384, 3, 8, 8)" in message and "pos_embed (1, 784, 384)" in message
@@ -290,7 +292,7 @@ def test_missing_and_unexpected_keys_are_named(tmp_path, teacher):
     state["blocks.12.norm1.weight"] = torch.ones(384)
     path = save_backbone(state, tmp_path / "odd.pth", "backbone")
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     message = str(info.value)
     assert str(path) in message
     assert "1 missing backbone keys: blocks.3.mlp.fc1.bias" in message
@@ -304,7 +306,7 @@ def test_non_finite_weights_are_refused_naming_file_and_tensor(tmp_path, teacher
     state["blocks.7.attn.proj.weight"][3, 5] = bad
     path = save_backbone(state, tmp_path / "diverged.pth", "dino-backbone")
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     assert str(path) in str(info.value)
     assert "NaN or infinite" in str(info.value) and "blocks.7.attn.proj.weight" in str(info.value)
 
@@ -315,7 +317,7 @@ def test_truncated_file_is_refused_naming_the_file(files, tmp_path, suffix):
     path = tmp_path / f"truncated{suffix}"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     assert str(path) in str(info.value)
     assert "truncated" in str(info.value) or "not a readable" in str(info.value)
 
@@ -324,20 +326,20 @@ def test_empty_file_is_refused_naming_the_file(tmp_path):
     path = tmp_path / "empty.pth"
     path.write_bytes(b"")
     with pytest.raises(CheckpointError, match="empty") as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     assert str(path) in str(info.value)
 
 
 def test_folder_is_refused_naming_it(tmp_path):
     with pytest.raises(CheckpointError, match="folder") as info:
-        load_backbone(tmp_path)
+        load_backbone(tmp_path, which="teacher")
     assert str(tmp_path) in str(info.value)
 
 
 def test_missing_file_is_refused_naming_it(tmp_path):
     path = tmp_path / "nowhere.pth"
     with pytest.raises(CheckpointError, match="not found") as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     assert str(path) in str(info.value)
 
 
@@ -345,7 +347,7 @@ def test_text_file_is_not_a_checkpoint(tmp_path):
     path = tmp_path / "notes.pth"
     path.write_text("these are not weights\n")
     with pytest.raises(CheckpointError, match="not a readable checkpoint") as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     assert str(path) in str(info.value)
 
 
@@ -361,7 +363,7 @@ def test_files_without_a_backbone_are_refused(tmp_path, content, complaint):
     path = tmp_path / "other.pth"
     torch.save(content, path)
     with pytest.raises(CheckpointError, match=complaint) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     assert str(path) in str(info.value)
 
 

@@ -20,8 +20,8 @@ from evaluate.networks.checkpoints import (
     detect_format,
     load_backbone,
     read_checkpoint_file,
-    save_backbone,
 )
+from evaluate.demo.checkpoints import save_backbone
 from evaluate.networks.xcit import xcit_small_12_p16
 from test_architectures import randomise
 
@@ -63,7 +63,7 @@ def test_every_format_of_each_architecture_loads_to_identical_backbone_tensors(n
     net = nets[arch]
     path = save_backbone(net, tmp_path / f"{fmt}{suffix}", fmt, student=student_of(net), naming=naming)
     assert detect_format(read_checkpoint_file(path)) == fmt
-    loaded = load_backbone(path)
+    loaded = load_backbone(path, which="teacher")
     assert (loaded.format, loaded.architecture) == (fmt, arch)
     assert loaded.variant == naming
     assert loaded.head_layout == ("8x48" if arch == "xcit-s12-16" else "6x64")
@@ -78,7 +78,7 @@ def test_deit3_file_holds_a_196_row_table_and_a_head(nets, tmp_path):
     state = read_checkpoint_file(path)
     assert set(state) == {"model"}
     assert tuple(state["model"]["pos_embed"].shape) == (1, 196, 384) and "cls_token" in state["model"]
-    loaded = load_backbone(path)
+    loaded = load_backbone(path, which="teacher")
     assert {"head.weight", "head.bias", "cls_token", "norm.weight", "norm.bias"} <= set(loaded.dropped)
     assert "pos_embed[0]" not in loaded.dropped  # DeiT III's table has no class row
     assert torch.equal(loaded.model.pos_embed, nets["vit-s16-layerscale"].pos_embed.detach())
@@ -89,7 +89,7 @@ def test_xcit_dino_training_teacher_is_read_under_module_backbone(nets, tmp_path
     teacher = read_checkpoint_file(path)["teacher"]
     assert all(key.startswith("module.") for key in teacher)
     assert "module.backbone.blocks.11.attn.temperature" in teacher
-    assert load_backbone(path).architecture == "xcit-s12-16"
+    assert load_backbone(path, which="teacher").architecture == "xcit-s12-16"
 
 
 def test_xcit_full_form_gives_the_backbone_forms_features(nets, tmp_path):
@@ -97,7 +97,7 @@ def test_xcit_full_form_gives_the_backbone_forms_features(nets, tmp_path):
     bare = save_backbone(nets["xcit-s12-16"], tmp_path / "backbone.pth", "backbone")
     state = read_checkpoint_file(full)
     assert "cls_attn_blocks.1.attn.qkv.weight" in state and "cls_token" in state and "norm.weight" in state
-    a, b = load_backbone(full), load_backbone(bare)
+    a, b = load_backbone(full, which="teacher"), load_backbone(bare, which="teacher")
     assert {k for k in a.dropped if k.startswith("cls_attn_blocks.")}
     x = torch.randn(1, 3, 64, 96, generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
@@ -109,7 +109,7 @@ def test_xcit_file_without_batch_counters_loads(nets, tmp_path):
     state = {k: v for k, v in nets["xcit-s12-16"].state_dict().items() if not k.endswith("num_batches_tracked")}
     path = tmp_path / "no_counters.pth"
     torch.save(state, path)
-    loaded = load_backbone(path).model.state_dict()
+    loaded = load_backbone(path, which="teacher").model.state_dict()
     for key, value in state.items():
         assert torch.equal(loaded[key], value), key
 
@@ -120,7 +120,7 @@ def test_augvit_file_without_index_matrices_loads_and_derives_them(nets, tmp_pat
     assert len([k for k in full if k.endswith("index_matrix")]) == 48
     path = tmp_path / "without.pth"
     torch.save({k: v for k, v in full.items() if not k.endswith("index_matrix")}, path)
-    loaded = load_backbone(path)
+    loaded = load_backbone(path, which="teacher")
     assert_same_backbone(loaded.model.state_dict(), net.state_dict())
     block = loaded.model.blocks[5].augs2[0]
     assert torch.equal(block.index_matrix, net.blocks[5].augs2[0].index_matrix)
@@ -135,7 +135,7 @@ def test_augvit_stored_index_matrix_that_differs_from_the_formula_is_refused(net
     path = tmp_path / "transposed_index.pth"
     torch.save(full, path)
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     message = str(info.value)
     assert message.startswith(str(path))
     assert "1 stored index matrices differ from the block-circulant formula" in message
@@ -199,7 +199,7 @@ def test_unsupported_architecture_is_refused_naming_file_what_was_found_and_what
     path = tmp_path / name
     torch.save(build(), path)
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith(f"{path}: {found}")
@@ -210,7 +210,7 @@ def test_cait_in_deit_format_with_module_prefix_is_refused(tmp_path):
     path = tmp_path / "S24_224.pth"
     torch.save({"model": {f"module.{k}": v for k, v in cait_s24_state().items()}}, path)
     with pytest.raises(CheckpointError, match="found CaiT") as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     assert "24 blocks" in str(info.value) and str(path) in str(info.value)
 
 
@@ -248,7 +248,7 @@ def test_malicious_pickle_shaped_like_a_new_format_never_runs(tmp_path, shape, w
     else:
         path.write_bytes(pickle.dumps(state, protocol=2))
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path)
+        load_backbone(path, which="teacher")
     message = str(info.value)
     assert message.startswith(str(path)) and "refused" in message and "was not run" in message
     if writer == "torch.save":  # a raw pickle of tensors is stopped earlier, at torch's own raw-storage global

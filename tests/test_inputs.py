@@ -261,8 +261,11 @@ def test_three_checkpoints_on_one_shard_decode_once_and_equal_extracting_each_al
     landscape = [i for i in sorted(sizes) if sizes[i][1] > sizes[i][0]][:2]
     portrait = [i for i in sorted(sizes) if sizes[i][1] < sizes[i][0]][:1]
     ids = landscape + portrait  # both crop directions of tokens224
-    checkpoints = {fmt: load_backbone(make_demo_checkpoint(tmp_path / f"{fmt}.pth", fmt, seed=seed, architecture="vit-s16")).model
-                   for fmt, seed in (("dino-backbone", 0), ("selfpatch-train", 1), ("dino-train", 2))}
+    checkpoints = {
+        fmt: load_backbone(make_demo_checkpoint(tmp_path / f"{fmt}.pth", fmt, seed=seed, architecture="vit-s16"),
+                           which="teacher").model
+        for fmt, seed in (("dino-backbone", 0), ("selfpatch-train", 1), ("dino-train", 2))
+    }
 
     inputs_dir = preprocess_shard(dataset, ids, tmp_path / "inputs" / "000", workers=2)
     assert decode_count.value == len(ids)  # decoded once for the data set
