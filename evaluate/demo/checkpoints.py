@@ -18,6 +18,7 @@ Command line:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -116,6 +117,25 @@ def flatten_training_groups(state: Mapping[str, Any]) -> dict[str, Tensor]:
     return flat
 
 
+def write_safetensors(path: Path, tensors: Mapping[str, Tensor], metadata: Mapping[str, str]) -> None:
+    """Write a safetensors file whose header lists its string metadata in sorted key order.
+
+    safetensors serialises the metadata from a Rust hash map, in an order that changes from run to run; the header
+    is rewritten with the same entries sorted (the same length), so the same tensors always give the same bytes.
+    """
+    data = memoryview(safetensors.torch.save(dict(tensors), metadata=dict(metadata)))
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(bytes(data[8 : 8 + length]))
+    header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":")).encode()
+    if len(text) > length:  # pragma: no cover - the same entries in another order cannot be longer
+        raise ValueError(f"{path}: safetensors header grew when its metadata was sorted")
+    with open(path, "wb") as handle:
+        handle.write(data[:8])
+        handle.write(text.ljust(length))
+        handle.write(data[8 + length :])
+
+
 def _as_state(model_or_state: nn.Module | Mapping[str, Tensor]) -> dict[str, Tensor]:
     state = model_or_state.state_dict() if isinstance(model_or_state, nn.Module) else model_or_state
     return {key: value.detach().clone() for key, value in state.items()}
@@ -155,7 +175,7 @@ def save_backbone(
             nested = any(isinstance(value, Mapping) for value in state.values())  # training groups, DeiT III's model
             tensors = flatten_training_groups(state) if nested else {k: v.contiguous() for k, v in state.items()}
             metadata = {"format": fmt} | ({"epoch": str(state["epoch"])} if "epoch" in state else {})
-            safetensors.torch.save_file(tensors, str(tmp), metadata=metadata)
+            write_safetensors(tmp, tensors, metadata)
         else:
             torch.save(state, tmp)
     return path
