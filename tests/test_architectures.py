@@ -518,6 +518,15 @@ def test_identify_recognises_the_other_namings():
     assert identify(timm).variant == "timm"
 
 
+def test_a_variant_the_weights_fix_cannot_be_written_as_another():
+    linear2 = augvit_small("linear2").state_dict()
+    assert identify(full_form(linear2, "linear2")).variant == "linear2"
+    with pytest.raises(ArchitectureError, match="the mode is fixed by the weights \\(linear2\\), not 'circulant2'"):
+        full_form(linear2, "circulant2")
+    with pytest.raises(ArchitectureError, match="has no variant 'timm'"):
+        full_form(linear2, "timm")
+
+
 def test_every_architecture_is_in_the_registry():
     assert set(REGISTRY) == {"vit-s16", "vit-s16-layerscale", "augvit-s16", "xcit-s12-16"}
 

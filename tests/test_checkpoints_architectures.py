@@ -5,14 +5,16 @@ look like the new formats cannot run a payload."""
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 
-from evaluate.networks.registry import SUPPORTED
+from evaluate.networks.registry import ARCHITECTURES, REGISTRY, SUPPORTED, full_form
 from evaluate.networks.vit import augvit_small, vit_small_layerscale
 from evaluate.networks.checkpoints import (
     FORMATS,
@@ -140,6 +142,81 @@ def test_augvit_stored_index_matrix_that_differs_from_the_formula_is_refused(net
     assert message.startswith(str(path))
     assert "1 stored index matrices differ from the block-circulant formula" in message
     assert "blocks.4.augs.0.index_matrix" in message
+
+
+# ----------------------------------------------------------------------------------------------------- classifiers
+
+
+@pytest.fixture(scope="module")
+def every_net() -> dict[str, torch.nn.Module]:
+    """A seeded network of every architecture of the registry, in its main variant."""
+    nets = {}
+    for seed, name in enumerate(ARCHITECTURES):
+        torch.manual_seed(100 + seed)
+        nets[name] = REGISTRY[name].build(REGISTRY[name].variants[0]).eval()
+    return nets
+
+
+def head(dim: int, classes: int, seed: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return {"head.weight": torch.randn(classes, dim, generator=gen), "head.bias": torch.randn(classes, generator=gen)}
+
+
+def write(state: dict, path: Path) -> Path:
+    if path.suffix == ".safetensors":
+        safetensors.torch.save_file({k: v.contiguous() for k, v in state.items()}, str(path))
+    else:
+        torch.save(state, path)
+    return path
+
+
+@pytest.mark.parametrize("suffix", CONTAINERS)
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_released_classifier_loads_to_the_backbone_of_the_same_file_without_its_head(every_net, tmp_path, arch,
+                                                                                     suffix, caplog):
+    net = every_net[arch]
+    dino_form = full_form(net.state_dict(), layout="dino")  # class token, class row, final norm (XCiT: CA blocks)
+    with_head = {**dino_form, **head(384, 1000, seed=7)}
+    bare, classifier = write(dino_form, tmp_path / f"bare{suffix}"), write(with_head, tmp_path / f"with_head{suffix}")
+    with caplog.at_level(logging.INFO, logger="evaluate.networks.checkpoints"):
+        loaded = load_backbone(classifier, which="teacher")
+    reference = load_backbone(bare, which="teacher")
+    assert (loaded.format, reference.format) == ("classifier", "dino-backbone")
+    assert (loaded.architecture, loaded.variant) == (reference.architecture, reference.variant) == (
+        arch, REGISTRY[arch].variants[0])
+    assert_same_backbone(loaded.model.state_dict(), reference.model.state_dict())
+    assert_same_backbone(loaded.model.state_dict(), net.state_dict())
+    assert sorted(set(loaded.dropped) - set(reference.dropped)) == ["head.bias", "head.weight"]
+    assert f"{classifier}: a classifier checkpoint" in caplog.text
+    assert "dropped by the format: head.bias, head.weight" in caplog.text
+
+
+def test_classifier_head_of_any_shape_is_dropped_and_nothing_else(every_net, tmp_path):
+    dino_form = full_form(every_net["vit-s16"].state_dict(), layout="dino")
+    ten = write({**dino_form, **head(384, 10, seed=1), "head.fc.weight": torch.ones(3, 3)}, tmp_path / "ten.pth")
+    loaded = load_backbone(ten, which="teacher")
+    assert loaded.format == "classifier"
+    assert {"head.bias", "head.weight", "head.fc.weight"} <= set(loaded.dropped)
+    assert_same_backbone(loaded.model.state_dict(), every_net["vit-s16"].state_dict())
+    pooled = write({**dino_form, **head(384, 10, seed=1), "fc_norm.weight": torch.ones(384)}, tmp_path / "pooled.pth")
+    with pytest.raises(CheckpointError, match="1 unexpected keys: fc_norm.weight") as info:
+        load_backbone(pooled, which="teacher")
+    assert str(info.value).startswith(str(pooled))
+
+
+def test_a_head_is_no_classifier_without_its_class_token_body(every_net, tmp_path):
+    backbone = every_net["vit-s16"].state_dict()
+    deit3 = tmp_path / "deit3.pth"
+    torch.save({"model": full_form(backbone, layout="deit3")}, deit3)  # class token, head: wrapped, not flat
+    assert detect_format(read_checkpoint_file(deit3)) == "deit3"  # DeiT III's head is inside `model`
+    assert_same_backbone(load_backbone(deit3, which="teacher").model.state_dict(), backbone)
+    class_free = write({**backbone, **head(384, 1000, seed=2)}, tmp_path / "backbone_with_head.pth")
+    assert detect_format(read_checkpoint_file(class_free)) == "backbone"  # no class token for a head to read
+    with pytest.raises(CheckpointError, match="2 unexpected keys: head.bias, head.weight"):
+        load_backbone(class_free, which="teacher")
+    only_head = write(head(384, 1000, seed=3), tmp_path / "head_only.pth")
+    with pytest.raises(CheckpointError, match="not a recognised checkpoint format"):
+        load_backbone(only_head, which="teacher")
 
 
 # ----------------------------------------------------------------------------------------------------- refusals
