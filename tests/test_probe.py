@@ -31,8 +31,8 @@ from evaluate.probe.linear import (
     training_tokens,
 )
 from evaluate.experiment import config_defaults
+from evaluate.scores.bootstrap import bootstrap_ci
 from evaluate.scores.measures import stats_array
-from evaluate.scores.masks import bootstrap_ci
 
 
 PROBE = config_defaults("probe")  # the run's defaults: weight_decay, max_iter, tol, max_tokens

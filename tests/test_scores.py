@@ -13,10 +13,10 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 from evaluate import EvaluationError
-from evaluate.scores import masks as scores
+from evaluate.scores import ScoreError
+from evaluate.scores import bootstrap as bootstrap_module
+from evaluate.scores.bootstrap import bootstrap_ci, miou_counts_from_confusion, paired_bootstrap_diff
 from evaluate.scores.masks import (
-    ScoreError,
-    bootstrap_ci,
     box_iou,
     coco_mask_ap,
     corloc_hit,
@@ -24,8 +24,6 @@ from evaluate.scores.masks import (
     jaccard,
     jaccard_per_image,
     mask_box,
-    miou_counts_from_confusion,
-    paired_bootstrap_diff,
 )
 
 
@@ -263,7 +261,7 @@ def test_bootstrap_matches_a_slow_loop(reducer):
 def test_bootstrap_chunks_do_not_change_the_draws(monkeypatch):
     x = np.random.default_rng(2).random(45)
     whole = bootstrap_ci(x, "mean", resamples=1001, seed=4)
-    monkeypatch.setattr(scores, "_CHUNK_VALUES", 45 * 7)  # chunks of 7 resamples, the last one partial
+    monkeypatch.setattr(bootstrap_module, "_CHUNK_VALUES", 45 * 7)  # chunks of 7 resamples, the last one partial
     chunked = bootstrap_ci(x, "mean", resamples=1001, seed=4)
     assert chunked == pytest.approx(whole, rel=1e-13)
     assert chunked == pytest.approx(slow_bootstrap(x, slow_mean, 1001, 4), rel=1e-12)

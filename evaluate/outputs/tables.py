@@ -433,11 +433,11 @@ def _percent(x: float) -> float | None:
 def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int,
                       seed: int) -> tuple[float | None, float | None, float | None, int]:
     """(diff, lo, hi, n) in percent points: measure a minus measure b over the images both scored, paired by
-    image id (`evaluate.scores.masks.paired_bootstrap_diff` on the per-image statistics, times PERCENT).
+    image id (`evaluate.scores.bootstrap.paired_bootstrap_diff` on the per-image statistics, times PERCENT).
 
     Both must have the same reducer; miou counts of both use one common class count.
     """
-    from evaluate.scores.masks import paired_bootstrap_diff  # noqa: PLC0415
+    from evaluate.scores.bootstrap import paired_bootstrap_diff  # noqa: PLC0415
 
     reducer = measure_a["reducer"]
     if reducer is None or reducer != measure_b["reducer"]:

@@ -38,7 +38,7 @@ Scores on eval (per image): logits (196, K+1) -> (14, 14) -> bilinear upsample t
 label map224, 255 pixels left out. mIoU (%) from the pooled confusion over classes with nonzero union
 (background included). Patch accuracy (%) = correct / valid patches, from per-image [correct, valid] ("ratio").
 95% percentile bootstrap intervals over images as for Jaccard: `probe_measures` hands the per-image statistics to
-`evaluate.scores.measures.make_measure` (reducers "miou" and "ratio" of `evaluate.scores.masks.bootstrap_ci`).
+`evaluate.scores.measures.make_measure` (reducers "miou" and "ratio" of `evaluate.scores.bootstrap.bootstrap_ci`).
 """
 
 from __future__ import annotations
@@ -567,7 +567,7 @@ def per_class_iou(
     one entry per label 0..n_classes-1: {"label", "n_images" (images whose truth holds the class), "value",
     "ci_low", "ci_high"} in [0, 1]; all None for a class with no true or predicted pixel anywhere.
     """
-    from evaluate.scores.masks import bootstrap_ci
+    from evaluate.scores.bootstrap import bootstrap_ci
 
     rows = list(per_image)
     inter = np.zeros((len(rows), n_classes), dtype=np.int64)

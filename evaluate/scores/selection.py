@@ -19,7 +19,9 @@ from decoders.masks import grid_to_image
 from decoders.settings import NcutSettings
 from decoders.shards import read_sweep
 from evaluate.scores.measures import PERCENT
-from evaluate.scores.masks import ScoreError, bootstrap_ci, jaccard
+from evaluate.scores import ScoreError
+from evaluate.scores.bootstrap import bootstrap_ci
+from evaluate.scores.masks import jaccard
 
 
 @dataclass
