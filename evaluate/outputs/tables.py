@@ -27,7 +27,7 @@ Tables (per `eval` data set unless said):
 - `categories_{dataset}`: per-category decoder Jaccard (`evaluate.scores.masks.per_category_mean` over the images
   holding each category, from the decoder record's `image_categories`), categories as rows, checkpoints as
   columns.
-- `probe-classes_{dataset}`: per-class probe IoU (`evaluate.probe.linear.per_class_iou` from the probe record's
+- `probe-classes_{dataset}`: per-class probe IoU (`evaluate.probe.scores.per_class_iou` from the probe record's
   confusions and `class_names`).
 - `gallery_{dataset}`: each checkpoint's `gallery_images` worst and best images by Jaccard
   (`evaluate.scores.masks.extremes`), with their categories.
@@ -593,7 +593,7 @@ def per_category_from_record(rec: dict, jaccard: dict, *, resamples: int, seed: 
 
 def probe_class_tables(records: Sequence[dict], *, resamples: int, seed: int) -> list[Table]:
     """Per eval data set: probe IoU per class (rows, in label order) for every checkpoint (columns)."""
-    from evaluate.probe.linear import per_class_iou  # noqa: PLC0415
+    from evaluate.probe.scores import per_class_iou  # noqa: PLC0415
 
     tables = []
     for dataset, recs in sorted(_records_of(records, "probe", "class_names").items()):
