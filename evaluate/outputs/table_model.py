@@ -23,7 +23,7 @@ import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from evaluate.plumbing.atomic import write_text
 
@@ -150,30 +150,30 @@ def _latex_number(value: float, digits: int) -> str:
     return "$-$" + shown[1:] if shown.startswith("-") else shown
 
 
-def _plain_cell(cell: Cell, col: Column, bold: bool, strong: tuple[str, str]) -> str:
-    if not col.numeric:
-        return cell.text or ""
+def _number_cell(cell: Cell, col: Column, bold: bool, number: Callable[[float, int], str], strong: tuple[str, str],
+                 interval: str) -> str:
+    """A numeric cell's text: its value by `number`, wrapped in `strong` when bold, then `interval` (a format
+    of `lo` and `hi`, each by `number`) when the cell has an interval; "" without a value."""
     if cell.value is None:
         return ""
-    head = fmt_number(cell.value, col.digits)
+    head = number(cell.value, col.digits)
     if bold:
         head = f"{strong[0]}{head}{strong[1]}"
     if cell.lo is None or cell.hi is None:
         return head
-    return f"{head} [{fmt_number(cell.lo, col.digits)}, {fmt_number(cell.hi, col.digits)}]"
+    return head + interval.format(lo=number(cell.lo, col.digits), hi=number(cell.hi, col.digits))
+
+
+def _plain_cell(cell: Cell, col: Column, bold: bool, strong: tuple[str, str]) -> str:
+    if not col.numeric:
+        return cell.text or ""
+    return _number_cell(cell, col, bold, fmt_number, strong, " [{lo}, {hi}]")
 
 
 def _latex_cell(cell: Cell, col: Column, bold: bool) -> str:
     if not col.numeric:
         return cell.latex if cell.latex is not None else latex_escape(cell.text or "")
-    if cell.value is None:
-        return ""
-    head = _latex_number(cell.value, col.digits)
-    if bold:
-        head = f"\\textbf{{{head}}}"
-    if cell.lo is None or cell.hi is None:
-        return head
-    return f"{head} {{\\scriptsize [{_latex_number(cell.lo, col.digits)}, {_latex_number(cell.hi, col.digits)}]}}"
+    return _number_cell(cell, col, bold, _latex_number, ("\\textbf{", "}"), " {{\\scriptsize [{lo}, {hi}]}}")
 
 
 def _full(value: float | None) -> str:
