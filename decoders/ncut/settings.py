@@ -179,8 +179,8 @@ def settings_grid(spec: Mapping[str, Iterable]) -> list[NcutSettings]:
         raise SettingsError(f"unknown ncut setting field(s) in grid: {', '.join(unknown)}; known: {', '.join(order)}")
     missing = [name for name in order if name not in spec]
     if missing:
-        raise SettingsError(f"the ncut settings grid names no values for {', '.join(missing)}; every field of "
-                            f"{', '.join(order)} needs a list")
+        raise SettingsError(f"the ncut settings grid names no values for {', '.join(missing)}: every field needs "
+                            "a list of values")
     axes: list[tuple[str, list]] = []
     for field_name in order:
         values = spec[field_name]
