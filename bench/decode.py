@@ -10,9 +10,10 @@ with torch.manual_seed(0) (about 1-2 s an image on 2 cores); otherwise seeded ra
 
 Prints, per image: ms for our decoder (ncut_decode, Lanczos) and for the dense reference (normalise, float64 S,
 A, D, scipy.linalg.eigh(D - A, D, subset_by_index=[1, 2]), mean split, argmax |x| seed, its component) at the
-TokenCut setting (centre off, tau 0.2, eps 1e-5), the ratio, and how many masks agree; the same for the default
-centred setting (dense = solver="dense"); then the 144-setting sweep per 100 images, ours measured, the dense one
-measured on --dense-sweep-images images and extrapolated (said so in the output).
+TokenCut setting (centre off, tau 0.2, eps 1e-5), the ratio, and how many masks agree; the same for TokenCut's
+setting with the workflow's default `decoder.centre` and `decoder.masks` (dense = solver="dense"); then the workflow's
+default sweep (`decoder.sweep` with them: 144 settings) per 100 images, ours measured, the dense one measured on
+--dense-sweep-images images and extrapolated (said so in the output). Every default comes from the config schema.
 """
 
 from __future__ import annotations
@@ -31,11 +32,14 @@ import scipy.ndimage
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from decoders.ncut import SolverStats, _fiedler, _Graph, _ImageCuts, check_keys, ncut_decode, ncut_sweep  # noqa: E402
-from decoders.settings import TOKENCUT, NcutSettings, settings_grid  # noqa: E402
+from decoders import GRID, sweep_settings  # noqa: E402
+from decoders.ncut.cut import _Graph, _ImageCuts, check_keys, ncut_decode, ncut_sweep  # noqa: E402
+from decoders.ncut.settings import TOKENCUT  # noqa: E402
+from decoders.ncut.solver import SolverStats, _fiedler  # noqa: E402
+from evaluate.experiment import config_defaults  # noqa: E402
 
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
-GRID = (30, 30)
+DECODER = config_defaults("decoder")  # the workflow's defaults: the bench times what a run does
 
 
 def backbone_keys(n_images: int) -> tuple[np.ndarray, str]:
@@ -102,7 +106,7 @@ def main(argv=None) -> int:
     parser.add_argument("--keys", type=Path, help="a keys480.npy shard (n, 900, 384)")
     parser.add_argument("--images", type=int, default=12, help="images to decode (default 12)")
     parser.add_argument("--synthetic", action="store_true", help="use seeded synthetic keys even if coco is there")
-    parser.add_argument("--sweep-images", type=int, default=6, help="images for our 144-setting sweep (default 6)")
+    parser.add_argument("--sweep-images", type=int, default=6, help="images for our sweep (default 6)")
     parser.add_argument("--dense-sweep-images", type=int, default=1, help="images for the dense sweep (default 1)")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads for both paths (default 1: one job "
                         "per core; on 2 cores, 2 BLAS threads made both paths slower)")
@@ -117,7 +121,7 @@ def main(argv=None) -> int:
             parser.error(f"{args.keys}: expected a keys480 array (n, 900, 384), got shape {shard.shape}")
         keys = np.asarray(shard[: args.images], dtype=np.float32)
         source = f"{len(keys)} images of {args.keys}"
-    elif not args.synthetic and (COCO_MINI / "annotations.json").is_file() and (REPO / "evaluate/networks/vit.py").exists():
+    elif not args.synthetic and (COCO_MINI / "annotations.json").is_file():
         keys, source = backbone_keys(args.images)
     else:
         keys, source = synthetic_keys(args.images)
@@ -135,7 +139,9 @@ def main(argv=None) -> int:
         return f"{name} mean {1000 * seconds.mean():7.2f}  median {1000 * np.median(seconds):7.2f} ms/image"
 
     print("\n== one setting per image: whole decode, keys -> mask ==")
-    cases = (("TokenCut setting (centre off, tau 0.2)", TOKENCUT), ("default (centred)", NcutSettings()))
+    run_default = TOKENCUT.replace(centre=DECODER["centre"], masks=DECODER["masks"])
+    cases = (("TokenCut setting (centre off, tau 0.2)", TOKENCUT),
+             (f"TokenCut with the run's centre {run_default.centre} and masks {run_default.masks}", run_default))
     for label, settings in cases:
         # each path over all images in turn, as a decode job runs (its buffers stay warm from image to image);
         # alternating them per image would charge each path the other's cache misses
@@ -178,8 +184,8 @@ def main(argv=None) -> int:
     print(f"  both whole decodes also need the cosine matrix (ours: centring, normalising, float32 ssyrk 900 x 384: "
           f"{line('', gemm_t).strip()}), which caps the whole-decode ratio")
 
-    print("\n== 144-setting sweep (settings_grid()) ==")
-    grid = settings_grid()
+    grid = sweep_settings(DECODER)
+    print(f"\n== the default sweep: {len(grid)} settings (decoder.sweep of the config schema) ==")
     sweep_n = max(1, min(args.sweep_images, n))
     stats = SolverStats()
     _, ours_t = timed(lambda: [ncut_sweep(k, grid, stats=stats) for k in keys[:sweep_n]])
@@ -192,9 +198,9 @@ def main(argv=None) -> int:
     print(f"  dense, sharing S and eigenvectors like ours (solver='dense'): {dense_per_image:.2f} s/image, measured "
           f"on {dense_n} image(s) -> {100 * dense_per_image:.0f} s per 100 images (EXTRAPOLATED from {dense_n})")
     _, one_t = timed(lambda: [reference_tokencut(k) for k in keys[:dense_n]])
-    naive = 144 * one_t / dense_n
-    print(f"  dense, one reference run per setting (144 x {1000 * one_t / dense_n:.0f} ms): {naive:.1f} s/image -> "
-          f"{100 * naive:.0f} s per 100 images (EXTRAPOLATED)")
+    naive = len(grid) * one_t / dense_n
+    print(f"  dense, one reference run per setting ({len(grid)} x {1000 * one_t / dense_n:.0f} ms): {naive:.1f} "
+          f"s/image -> {100 * naive:.0f} s per 100 images (EXTRAPOLATED)")
     print(f"  sweep ratio: {dense_per_image / per_image:.1f}x (shared dense), {naive / per_image:.1f}x (naive dense)")
     return 0
 

@@ -31,13 +31,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluate.experiment import config_defaults  # noqa: E402
-from evaluate.probe.linear import (  # noqa: E402
-    IGNORE,
-    class_index,
-    dataset_patch_labels,
-    fit_probe,
-    probe_classes,
-)
+from evaluate.probe.labels import IGNORE, class_index, dataset_patch_labels, probe_classes  # noqa: E402
+from evaluate.probe.linear import fit_probe  # noqa: E402
 
 PROBE = config_defaults("probe")  # the workflow's defaults: the bench times what a run does
 

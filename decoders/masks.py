@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from pycocotools import mask as mask_utils
 
-from decoders.settings import DecoderError
+from decoders.registry import DecoderError
 
 CATEGORY_ID = 1  # class-agnostic: every decoded mask is "object"
 
@@ -54,7 +54,8 @@ def encode_rle(pixels: np.ndarray) -> dict:
 def coco_results(image_id: int, grid_masks: Iterable, height: int, width: int) -> list[dict]:
     """COCO results entries for one image's decoded masks, in the order given.
 
-    grid_masks: objects with `.mask` bool (gh, gw) and `.score` float in [0, 1] (decoders.ncut.GridMask).
+    grid_masks: objects with `.mask` bool (gh, gw) and `.score` float in [0, 1] (what a decoder's `decode` returns,
+    `decoders.registry.Decoder`).
     Each entry: {"image_id", "category_id": 1, "segmentation": RLE (counts as str), "score"}.
     """
     if isinstance(image_id, bool) or not isinstance(image_id, (int, np.integer)):

@@ -16,8 +16,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from decoders.masks import coco_results
-from decoders.ncut import GRID, SolverStats, eigenvector
-from decoders.settings import DecoderError
+from decoders.ncut.cut import eigenvector
+from decoders.registry import GRID, DecoderError
 
 log = logging.getLogger("decoders.shards")
 
@@ -50,7 +50,7 @@ def sweep_keys(decoder: Any, settings: Sequence[Any], image_ids: Sequence[int], 
     packed = np.zeros((len(image_ids), len(settings), n_masks, (cells + 7) // 8), dtype=np.uint8)
     counts = np.zeros((len(image_ids), len(settings)), dtype=np.int8)
     scores = np.zeros((len(image_ids), len(settings), n_masks), dtype=np.float32)
-    stats = SolverStats()
+    stats = decoder.Stats()
     for row in range(len(image_ids)):
         per_setting = decoder.sweep(np.asarray(keys[row], dtype=np.float32), settings, grid, stats=stats)
         for s, masks in enumerate(per_setting):
@@ -58,7 +58,7 @@ def sweep_keys(decoder: Any, settings: Sequence[Any], image_ids: Sequence[int], 
             for m, gm in enumerate(masks):
                 packed[row, s, m] = np.packbits(gm.mask.reshape(-1))
                 scores[row, s, m] = gm.score
-    log.info("%d images x %d settings; solver: %s", len(image_ids), len(settings), stats)
+    log.info("%d images x %d settings; stats: %s", len(image_ids), len(settings), stats)
     return SweepShard(np.asarray(image_ids, dtype=np.int64), [s.name for s in settings], packed, counts, scores)
 
 
@@ -84,12 +84,12 @@ def read_sweep(path: str | os.PathLike) -> SweepShard:
 def decode_keys(decoder: Any, settings: Any, image_ids: Sequence[int], keys: np.ndarray,
                 sizes: dict[int, tuple[int, int]], grid: Sequence[int] = GRID) -> list[dict]:
     """One setting on every image of a shard -> COCO results (RLE at each image's own (height, width) size)."""
-    stats = SolverStats()
+    stats = decoder.Stats()
     results: list[dict] = []
     for row, image_id in enumerate(image_ids):
         masks = decoder.decode(np.asarray(keys[row], dtype=np.float32), settings, grid, stats=stats)
         results.extend(coco_results(image_id, masks, *sizes[image_id]))
-    log.info("%d images, %d masks with %s; solver: %s", len(image_ids), len(results), settings.name, stats)
+    log.info("%d images, %d masks with %s; stats: %s", len(image_ids), len(results), settings.name, stats)
     return results
 
 

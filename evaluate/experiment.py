@@ -109,7 +109,7 @@ class Experiment:
         """
         if not self.probe_train_dataset:
             return
-        from evaluate.probe.linear import unmatched_categories
+        from evaluate.probe.labels import unmatched_categories
 
         train = self._category_names(self.probe_train_dataset)
         if train is None:

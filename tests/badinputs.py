@@ -279,7 +279,8 @@ def write_coco(folder: Path, n_images: int = 2, *, height: int = 40, width: int 
 
 TINY_SETTINGS = {
     "features": {"shard_size": 1, "batch_size": 1, "dtype": "float16", "device": "cpu", "threads": 1},
-    "decoder": {"sweep": {"tau": [0.1, 0.2]}},
+    "decoder": {"sweep": {"tau": [0.1, 0.2], "eps": [1e-5], "foreground": ["seed"], "split": ["mean"],
+                          "component": ["seed"]}},
     "probe": {"max_iter": 10},
     "bootstrap": {"resamples": 100, "seed": 0},
     "figures": {"overlay_images": 1},

@@ -15,20 +15,24 @@ from pycocotools import mask as mask_utils
 import decoders
 from decoders import ncut as ncut_module
 from decoders.masks import coco_results, encode_rle, grid_to_image
-from decoders.ncut import GridMask, SolverStats, cut_mask, ncut_decode, ncut_sweep, stop_reason
-from decoders.settings import (
-    DEFAULT_GRID_SPEC,
-    MASKCUT,
-    TOKENCUT,
-    DecoderError,
-    NcutSettings,
-    SettingsError,
-    settings_grid,
-)
+from decoders.ncut import cut as ncut_cut
+from decoders.ncut.cut import GridMask, cut_mask, ncut_decode, ncut_sweep, stop_reason
+from decoders.ncut.settings import MASKCUT, TOKENCUT, NcutSettings, settings_grid
+from decoders.ncut.solver import SolverStats
+from decoders.registry import DecoderError, SettingsError
 from evaluate import EvaluationError
+from evaluate.experiment import config_defaults
 
 GRID = (30, 30)
 N = GRID[0] * GRID[1]
+RUN = config_defaults("decoder")  # the schema's decoder defaults: centre, masks and the sweep grid
+DEFAULT = TOKENCUT.replace(centre=RUN["centre"], masks=RUN["masks"])  # TokenCut's cut with the run's defaults
+ONE = {field: [value] for field, value in DEFAULT.to_dict().items()}  # a one-setting grid spec
+
+
+def setting(**changes) -> NcutSettings:
+    """DEFAULT with some fields changed."""
+    return DEFAULT.replace(**changes)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -126,7 +130,7 @@ def all_masks(results):
 
 @pytest.mark.parametrize(
     "settings, noise",
-    [(NcutSettings(), 0.8), (TOKENCUT, 1.7), (NcutSettings(component="all"), 0.8)],
+    [(setting(), 0.8), (TOKENCUT, 1.7), (setting(component="all"), 0.8)],
     ids=["centred", "tokencut", "centred-all"],
 )
 def test_planted_region_is_found_exactly(settings, noise):
@@ -144,7 +148,7 @@ def test_offset_moves_nothing_when_centred_and_something_when_not():
     offset = np.random.default_rng(7).standard_normal(keys.shape[1])
     offset *= 28.25 / np.linalg.norm(offset)
     shifted = keys.astype(np.float64) + offset
-    centred = NcutSettings(masks=2)
+    centred = setting(masks=2)
     base = ncut_decode(keys, centred)
     moved = ncut_decode(shifted, centred)
     assert len(base) == len(moved)
@@ -152,7 +156,7 @@ def test_offset_moves_nothing_when_centred_and_something_when_not():
         assert np.array_equal(a.mask, b.mask)
         assert a.ncut == pytest.approx(b.ncut, rel=1e-9)
     # the same offset without centring changes the answer, so the check above can fail
-    plain = NcutSettings(centre=False)
+    plain = setting(centre=False)
     assert np.array_equal(ncut_decode(keys, plain)[0].mask, labels == 1)
     assert not np.array_equal(ncut_decode(shifted, plain)[0].mask, labels == 1)
 
@@ -202,8 +206,8 @@ def test_structured_inputs_use_lanczos():
 
 def test_lanczos_agrees_with_dense_solver_on_many_settings():
     keys = structured_keys(11)
-    grid = settings_grid({"tau": [0.0, 0.15, 0.3], "eps": [1e-5, 1e-3], "split": ["mean", "zero", "median"]})
-    grid += [MASKCUT, NcutSettings(masks=3, foreground="corners")]
+    grid = settings_grid({**ONE, "tau": [0.0, 0.15, 0.3], "eps": [1e-5, 1e-3], "split": ["mean", "zero", "median"]})
+    grid += [MASKCUT, setting(masks=3, foreground="corners")]
     fast, dense = SolverStats(), SolverStats()
     ours = ncut_sweep(keys, grid, GRID, stats=fast)
     reference = ncut_sweep(keys, grid, GRID, solver="dense", stats=dense)
@@ -216,7 +220,7 @@ def test_lanczos_agrees_with_dense_solver_on_many_settings():
 def test_eigenvector_sign_is_fixed_and_solvers_agree():
     keys = structured_keys(6)
     for solver in ("lanczos", "dense"):
-        image = ncut_module._ImageCuts(*ncut_module.check_keys(keys), solver, SolverStats())
+        image = ncut_cut._ImageCuts(*ncut_cut.check_keys(keys), solver, SolverStats())
         graph, x = image.cut(TOKENCUT, np.zeros(N, bool))
         assert x[np.argmax(np.abs(x))] > 0
         assert float(x @ (graph.d * x)) == pytest.approx(1.0, rel=1e-9)  # x' D x = 1, as LAPACK normalises
@@ -264,9 +268,9 @@ def test_seed_rule_and_corners_rule_on_a_hand_built_vector():
     x = x.ravel()
     ring = np.ones((4, 4), bool)
     ring[1:3, 1:3] = False
-    seed_rule = cut_mask(x, NcutSettings(foreground="seed"), (4, 4))
+    seed_rule = cut_mask(x, setting(foreground="seed"), (4, 4))
     assert np.array_equal(seed_rule, ring.ravel())
-    corners_rule = cut_mask(x, NcutSettings(foreground="corners"), (4, 4))
+    corners_rule = cut_mask(x, setting(foreground="corners"), (4, 4))
     assert np.array_equal(corners_rule, ~ring.ravel())  # 4 corners foreground: flipped
 
 
@@ -275,7 +279,7 @@ def test_corners_rule_keeps_a_side_with_two_corners():
     x[:, :2] = 1.0  # left half: two corners
     x[:, 2:] = -0.5
     x[1, 0] = 3.0
-    mask = cut_mask(x.ravel(), NcutSettings(foreground="corners"), (4, 4))
+    mask = cut_mask(x.ravel(), setting(foreground="corners"), (4, 4))
     expected = np.zeros((4, 4), bool)
     expected[:, :2] = True
     assert np.array_equal(mask, expected.ravel())
@@ -295,9 +299,9 @@ def test_component_rule_and_splits():
     middle = np.zeros((5, 5), bool)
     middle[2, 2] = True
     def side(split):
-        return cut_mask(x.ravel(), NcutSettings(split=split, component="all"), (5, 5)).reshape(5, 5)
+        return cut_mask(x.ravel(), setting(split=split, component="all"), (5, 5)).reshape(5, 5)
 
-    assert np.array_equal(cut_mask(flat, NcutSettings(split="mean"), (5, 5)), seed_blob.ravel())
+    assert np.array_equal(cut_mask(flat, setting(split="mean"), (5, 5)), seed_blob.ravel())
     assert np.array_equal(side("mean"), seed_blob | other | middle)
     assert np.array_equal(side("zero"), seed_blob | other | middle)
     # median of x is -1 (21 of 25 entries): x > -1 is the 5 raised patches
@@ -314,16 +318,16 @@ def test_component_is_four_connected():
     flat = x.ravel()
     expected = np.zeros((4, 4), bool)
     expected[0, :2] = True
-    assert np.array_equal(cut_mask(flat, NcutSettings(), (4, 4)), expected.ravel())
+    assert np.array_equal(cut_mask(flat, setting(), (4, 4)), expected.ravel())
     expected[1, 2] = True
-    assert np.array_equal(cut_mask(flat, NcutSettings(component="all"), (4, 4)), expected.ravel())
+    assert np.array_equal(cut_mask(flat, setting(component="all"), (4, 4)), expected.ravel())
 
 
 def test_thresholding_matches_float64_cosines_near_tau():
     """float32 S cannot tell S = tau +- 1e-10 apart; the float64 recheck near tau must."""
     keys = structured_keys(9).astype(np.float64)
     unit = keys / np.linalg.norm(keys, axis=1, keepdims=True)
-    features = ncut_module._Features(keys, centre=False)
+    features = ncut_cut._Features(keys, centre=False)
     rng = np.random.default_rng(0)
     for i, j in rng.integers(0, N, size=(6, 2)):
         exact = float(unit[i] @ unit[j])
@@ -348,8 +352,8 @@ def test_corners_rule_through_the_decoder():
     frame[0, :] = frame[-1, :] = frame[:, 0] = frame[:, -1] = True
     bases = rng.standard_normal((2, 384)) / math.sqrt(384)
     keys = bases[frame.ravel().astype(int)] + 0.8 * rng.standard_normal((N, 384)) / math.sqrt(384)
-    seed_rule = ncut_decode(keys, NcutSettings(centre=False))[0].mask
-    corners_rule = ncut_decode(keys, NcutSettings(centre=False, foreground="corners"))[0].mask
+    seed_rule = ncut_decode(keys, setting(centre=False))[0].mask
+    corners_rule = ncut_decode(keys, setting(centre=False, foreground="corners"))[0].mask
     assert np.array_equal(seed_rule, frame)
     assert np.array_equal(corners_rule, ~frame)
 
@@ -384,14 +388,14 @@ def test_stop_reason_rules():
 def test_two_planted_objects_two_masks_then_overlap_stop():
     keys, labels = planted_keys([(3, 13, 3, 15), (16, 27, 14, 27)], noise=0.6, seed=0)
     stats = SolverStats()
-    masks = ncut_decode(keys, NcutSettings(masks=3), stats=stats)
+    masks = ncut_decode(keys, setting(masks=3), stats=stats)
     assert len(masks) == 2
     found = sorted((m.mask for m in masks), key=lambda m: int(m.sum()))
     assert np.array_equal(found[0], labels == 1) and np.array_equal(found[1], labels == 2)
     assert not (masks[0].mask & masks[1].mask).any()
     assert stats.stop_overlap == 1 and stats.stop_small == 0
     # masks=1 keeps only the first of them
-    first = ncut_decode(keys, NcutSettings(masks=1))
+    first = ncut_decode(keys, setting(masks=1))
     assert len(first) == 1 and np.array_equal(first[0].mask, masks[0].mask)
 
 
@@ -406,7 +410,7 @@ def test_tiny_second_object_is_dropped_by_the_one_percent_rule():
 def test_multi_mask_invariants_on_structured_keys():
     for seed in range(3):
         keys = structured_keys(seed)
-        for settings in (MASKCUT, NcutSettings(masks=4), NcutSettings(masks=4, tau=0.0, component="all")):
+        for settings in (MASKCUT, setting(masks=4), setting(masks=4, tau=0.0, component="all")):
             masks = ncut_decode(keys, settings)
             assert 1 <= len(masks) <= settings.masks
             union = np.zeros(GRID, bool)
@@ -424,7 +428,7 @@ def test_multi_mask_invariants_on_structured_keys():
 
 def test_sweep_equals_per_setting_decode():
     keys = structured_keys(4)
-    grid = settings_grid() + [MASKCUT, TOKENCUT, NcutSettings(masks=3), NcutSettings(masks=2, tau=0.1, eps=1e-3)]
+    grid = decoders.sweep_settings(RUN) + [MASKCUT, TOKENCUT, setting(masks=3), setting(masks=2, tau=0.1, eps=1e-3)]
     assert len(grid) == 148
     stats = SolverStats()
     swept = ncut_sweep(keys, grid, GRID, stats=stats)
@@ -439,7 +443,7 @@ def test_sweep_equals_per_setting_decode():
 
 def test_sweep_keeps_the_order_given():
     keys = structured_keys(5)
-    grid = [NcutSettings(tau=0.3), TOKENCUT, NcutSettings(tau=0.0), NcutSettings(tau=0.3, split="median")]
+    grid = [setting(tau=0.3), TOKENCUT, setting(tau=0.0), setting(tau=0.3, split="median")]
     forward = ncut_sweep(keys, grid)
     backward = ncut_sweep(keys, grid[::-1])[::-1]
     assert [m.mask.tolist() for ms in forward for m in ms] == [m.mask.tolist() for ms in backward for m in ms]
@@ -447,9 +451,9 @@ def test_sweep_keeps_the_order_given():
 
 def test_deterministic_across_runs_and_interleaved_images():
     a, b = structured_keys(1), structured_keys(2)
-    settings = [TOKENCUT, MASKCUT, NcutSettings(), NcutSettings(split="median", tau=0.1)]
+    settings = [TOKENCUT, MASKCUT, setting(), setting(split="median", tau=0.1)]
     first = ncut_sweep(a, settings)
-    ncut_sweep(b, settings + [NcutSettings(tau=0.3, masks=2)])  # reuses the same work buffers
+    ncut_sweep(b, settings + [setting(tau=0.3, masks=2)])  # reuses the same work buffers
     again = ncut_sweep(a, settings)
     for x, y in zip(first, again):
         assert [m.mask.tolist() for m in x] == [m.mask.tolist() for m in y]
@@ -458,7 +462,7 @@ def test_deterministic_across_runs_and_interleaved_images():
 
 def test_key_dtypes_give_the_same_masks():
     keys = structured_keys(3).astype(np.float16)
-    results = [ncut_decode(keys.astype(dtype), NcutSettings(masks=2)) for dtype in (np.float16, np.float32, np.float64)]
+    results = [ncut_decode(keys.astype(dtype), setting(masks=2)) for dtype in (np.float16, np.float32, np.float64)]
     for other in results[1:]:
         assert [m.mask.tolist() for m in other] == [m.mask.tolist() for m in results[0]]
 
@@ -488,23 +492,32 @@ def test_bad_keys_and_grid_are_named():
 # Settings
 
 
-def test_settings_defaults_presets_and_names():
-    default = NcutSettings()
-    assert default.to_dict() == {
+def test_settings_presets_and_names():
+    assert DEFAULT.to_dict() == {  # the schema's decoder.centre and decoder.masks on TokenCut's cut
         "centre": True, "tau": 0.2, "eps": 1e-5, "split": "mean", "foreground": "seed", "component": "seed", "masks": 1,
     }
-    assert default.name == "centre=1,tau=0.2,eps=1e-05,split=mean,fg=seed,cc=seed,masks=1"
-    assert TOKENCUT.to_dict() == {**default.to_dict(), "centre": False}
+    assert DEFAULT.name == "centre=1,tau=0.2,eps=1e-05,split=mean,fg=seed,cc=seed,masks=1"
+    assert TOKENCUT.to_dict() == {**DEFAULT.to_dict(), "centre": False}
     assert MASKCUT.to_dict() == {
         "centre": False, "tau": 0.15, "eps": 1e-5, "split": "mean", "foreground": "corners", "component": "seed",
         "masks": 3,
     }
-    for settings in settings_grid() + [TOKENCUT, MASKCUT]:
+    for settings in decoders.sweep_settings(RUN) + [TOKENCUT, MASKCUT]:
         assert NcutSettings.from_name(settings.name) == settings
         assert NcutSettings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
         assert set(settings.name) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._=,-")
-    assert NcutSettings(tau=0).name == NcutSettings(tau=0.0).name and NcutSettings(tau=0) == NcutSettings(tau=0.0)
-    assert NcutSettings.from_dict({"tau": 0.1}) == NcutSettings(tau=0.1)
+    assert setting(tau=0).name == setting(tau=0.0).name and setting(tau=0) == setting(tau=0.0)
+    assert NcutSettings.from_dict({**DEFAULT.to_dict(), "tau": 0.1}) == setting(tau=0.1)
+
+
+def test_settings_have_no_defaults_of_their_own():
+    """Every field is given: the run's defaults live in the config schema alone."""
+    with pytest.raises(TypeError):
+        NcutSettings()
+    with pytest.raises(SettingsError, match="lack the field.*centre, eps, split, foreground, component, masks"):
+        NcutSettings.from_dict({"tau": 0.1})
+    with pytest.raises(SettingsError, match="names no values for eps, split"):
+        settings_grid({field: values for field, values in ONE.items() if field not in ("eps", "split")})
 
 
 @pytest.mark.parametrize(
@@ -517,45 +530,47 @@ def test_settings_defaults_presets_and_names():
 )
 def test_settings_validation_names_the_field(field, value):
     with pytest.raises(SettingsError, match=f"'{field}'"):
-        NcutSettings(**{field: value})
+        setting(**{field: value})
     with pytest.raises(ValueError):
-        NcutSettings.from_dict({field: value})
+        NcutSettings.from_dict({**DEFAULT.to_dict(), field: value})
 
 
 def test_settings_mapping_errors():
     with pytest.raises(SettingsError, match="unknown ncut setting field.*colour"):
-        NcutSettings.from_dict({"colour": 1})
+        NcutSettings.from_dict({**DEFAULT.to_dict(), "colour": 1})
     with pytest.raises(SettingsError, match="not an ncut setting name"):
         NcutSettings.from_name("tau=0.2")
     with pytest.raises(SettingsError, match="canonical"):
         NcutSettings.from_name("centre=1,tau=0.20,eps=1e-05,split=mean,fg=seed,cc=seed,masks=1")
     with pytest.raises(SettingsError, match="unknown ncut setting field.*alpha"):
-        settings_grid({"alpha": [1]})
+        settings_grid({**ONE, "alpha": [1]})
     with pytest.raises(SettingsError, match="'tau' has no values"):
-        settings_grid({"tau": []})
+        settings_grid({**ONE, "tau": []})
     with pytest.raises(SettingsError, match="repeats"):
-        settings_grid({"tau": [0.1, 0.1]})
+        settings_grid({**ONE, "tau": [0.1, 0.1]})
     with pytest.raises(SettingsError, match="'tau'"):
-        settings_grid({"tau": [0.1, 2.0]})
+        settings_grid({**ONE, "tau": [0.1, 2.0]})
 
 
-def test_settings_grid_order_and_size():
-    grid = settings_grid()
+def test_the_schema_s_default_sweep_order_and_size():
+    grid = decoders.sweep_settings(RUN)
     assert len(grid) == 6 * 2 * 2 * 3 * 2 == 144
     assert len({s.name for s in grid}) == 144
     # fields vary in declaration order, the first outermost: centre, tau, eps, split, foreground, component
-    assert grid[0] == NcutSettings(tau=0.0, eps=1e-5, split="mean", foreground="seed", component="seed")
-    assert grid[1] == NcutSettings(tau=0.0, eps=1e-5, split="mean", foreground="seed", component="all")
-    assert grid[2] == NcutSettings(tau=0.0, eps=1e-5, split="mean", foreground="corners", component="seed")
-    assert grid[4] == NcutSettings(tau=0.0, eps=1e-5, split="zero", foreground="seed", component="seed")
-    assert grid[12] == NcutSettings(tau=0.0, eps=1e-3)
-    assert grid[24] == NcutSettings(tau=0.05)
-    assert grid[-1] == NcutSettings(tau=0.3, eps=1e-3, split="median", foreground="corners", component="all")
+    assert grid[0] == setting(tau=0.0, eps=1e-5, split="mean", foreground="seed", component="seed")
+    assert grid[1] == setting(tau=0.0, eps=1e-5, split="mean", foreground="seed", component="all")
+    assert grid[2] == setting(tau=0.0, eps=1e-5, split="mean", foreground="corners", component="seed")
+    assert grid[4] == setting(tau=0.0, eps=1e-5, split="zero", foreground="seed", component="seed")
+    assert grid[12] == setting(tau=0.0, eps=1e-3)
+    assert grid[24] == setting(tau=0.05)
+    assert grid[-1] == setting(tau=0.3, eps=1e-3, split="median", foreground="corners", component="all")
     assert all(s.centre and s.masks == 1 for s in grid)
-    assert settings_grid(DEFAULT_GRID_SPEC) == grid
-    assert settings_grid({"masks": [1, 3], "centre": [False, True]}) == [
-        NcutSettings(centre=False), NcutSettings(centre=False, masks=3), NcutSettings(), NcutSettings(masks=3),
+    assert settings_grid({**ONE, "masks": [1, 3], "centre": [False, True]}) == [
+        setting(centre=False), setting(centre=False, masks=3), setting(), setting(masks=3),
     ]
+    # the run's centre and masks enter the grid from decoder.centre and decoder.masks
+    assert {(s.centre, s.masks) for s in decoders.sweep_settings({**RUN, "centre": False, "masks": 3})} == {(False, 3)}
+
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -565,13 +580,26 @@ def test_settings_grid_order_and_size():
 def test_registry():
     decoder = decoders.get_decoder("ncut")
     assert decoders.DECODERS["ncut"] is decoder is ncut_module
-    assert decoder.NAME == "ncut" and decoder.Settings is NcutSettings
+    assert decoder.NAME == "ncut" and decoder.Settings is NcutSettings and decoder.Stats is SolverStats
     keys = structured_keys(0)
     assert [m.mask.tolist() for m in decoder.decode(keys, TOKENCUT, GRID)] == [
         m.mask.tolist() for m in ncut_decode(keys, TOKENCUT)
     ]
     with pytest.raises(DecoderError, match="unknown decoder 'maskcut'; known decoders: ncut"):
         decoders.get_decoder("maskcut")
+
+
+def test_register_refuses_an_incomplete_decoder_and_a_second_one_of_the_same_name():
+    from types import SimpleNamespace
+
+    from decoders.registry import register
+
+    with pytest.raises(DecoderError, match="lacks Stats, sweep"):
+        register(SimpleNamespace(NAME="half", Settings=NcutSettings, settings_grid=settings_grid, decode=ncut_decode))
+    impostor = SimpleNamespace(**{member: getattr(ncut_module, member) for member in ncut_module.__all__})
+    with pytest.raises(DecoderError, match="two decoders are named 'ncut'"):
+        register(impostor)
+    assert decoders.DECODERS == {"ncut": ncut_module}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -659,7 +687,7 @@ def test_coco_results_loadable_by_cocoeval_api():
     }
     gt.createIndex()
     keys, labels = planted_keys([(5, 20, 6, 24)], noise=0.8, seed=0)
-    results = coco_results(1, ncut_decode(keys, NcutSettings()), 60, 60)
+    results = coco_results(1, ncut_decode(keys, setting()), 60, 60)
     loaded = gt.loadRes(results)
     ann = loaded.loadAnns(loaded.getAnnIds())[0]
     assert ann["area"] == pytest.approx(np.count_nonzero(np.kron(labels == 1, np.ones((2, 2)))))
@@ -711,8 +739,7 @@ def test_eigenvector_is_the_dense_generalised_eigenvector_of_the_first_cut():
     """decoders.ncut.eigenvector (the figure's map) equals scipy's dense (D - A) x = lambda D x solution."""
     import scipy.linalg
 
-    from decoders.ncut import eigenvector
-    from decoders.settings import TOKENCUT
+    from decoders.ncut.cut import eigenvector
 
     rng = np.random.default_rng(7)
     keys = rng.normal(size=(12 * 10, 16))

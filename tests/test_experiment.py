@@ -130,8 +130,32 @@ def test_validation_fills_every_default_from_the_schema(shipped_config):
 
 
 def test_an_unknown_decoder_setting_is_refused_at_config_time(shipped_config):
-    shipped_config["decoder"]["sweep"]["split"] = ["mean", "average"]
+    shipped_config["decoder"]["sweep"] = {**config_defaults("decoder")["sweep"], "split": ["mean", "average"]}
     with pytest.raises(ConfigError, match="config.yaml: decoder: .*average"):
+        Experiment(load_config(shipped_config))
+
+
+def test_the_default_sweep_grid_comes_from_the_schema_alone(shipped_config):
+    assert "sweep" not in shipped_config["decoder"]  # config.yaml does not repeat it
+    grid = load_config(shipped_config)["decoder"]["sweep"]
+    assert grid == config_defaults("decoder")["sweep"] == {
+        "tau": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3], "eps": [1e-5, 1e-3], "foreground": ["seed", "corners"],
+        "split": ["mean", "zero", "median"], "component": ["seed", "all"],
+    }
+
+
+def test_a_sweep_must_name_every_setting_field_and_leaves_centre_and_masks_to_the_run(shipped_config):
+    shipped_config["decoder"]["sweep"] = {"tau": [0.1, 0.2], "eps": [1e-5], "foreground": ["seed"]}
+    with pytest.raises(ConfigError, match="config.yaml: decoder: .*no values for split, component"):
+        Experiment(load_config(shipped_config))
+    shipped_config["decoder"]["sweep"] = {**config_defaults("decoder")["sweep"], "masks": [1, 3]}
+    with pytest.raises(Exception, match="'masks' should not be valid"):  # the schema: decoder.masks sets it
+        load_config(shipped_config)
+
+
+def test_an_unknown_decoder_name_lists_the_registered_ones(shipped_config):
+    shipped_config["decoder"]["name"] = "maskcut"
+    with pytest.raises(ConfigError, match="config.yaml: decoder: unknown decoder 'maskcut'; known decoders: ncut"):
         Experiment(load_config(shipped_config))
 
 

@@ -11,20 +11,16 @@ from matplotlib.figure import Figure
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-import evaluate.outputs.figures as figures_module
-from evaluate.outputs.figures import (
+import evaluate.outputs.overlays as overlays_module
+from evaluate.outputs.figures import FigureError, agreement_scatter, eigenvector_figure, measure_figures, sweep_heatmap
+from evaluate.outputs.overlays import (
     ALPHA,
     PREDICTION_COLOUR,
     SEALED_LEGEND,
     TRUTH_COLOUR,
-    FigureError,
-    agreement_scatter,
-    eigenvector_figure,
     gallery_figure,
     mask_overlays,
-    measure_figures,
     overlay_masks,
-    sweep_heatmap,
 )
 from evaluate.ledger.records import record_path, write_record
 
@@ -178,7 +174,7 @@ def test_overlay_shows_the_truth_as_an_outline_the_prediction_filled_and_no_trut
     legends = {}
     for truth in (True, False):
         fig = Figure()
-        figures_module._legend(fig, truth)
+        overlays_module._legend(fig, truth)
         legends[truth] = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legends[True] == ["prediction (filled)", "ground truth (outline)", "crowd, ignored"]
     assert legends[False] == ["prediction (filled)", SEALED_LEGEND]

@@ -12,27 +12,21 @@ import torch
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 
-from evaluate.probe.linear import (
+from evaluate.experiment import config_defaults
+from evaluate.probe import ProbeError
+from evaluate.probe.labels import (
     IGNORE,
-    LinearProbe,
-    ProbeError,
     class_index,
-    probe_classes,
-    unmatched_categories,
-    confusion,
-    fit_probe,
     label_map,
     label_map224,
     patch_labels,
-    predict_map224,
-    probe_measures,
-    score_image,
-    sparse_confusion,
-    training_tokens,
+    probe_classes,
+    unmatched_categories,
 )
-from evaluate.experiment import config_defaults
+from evaluate.probe.linear import LinearProbe, fit_probe, training_tokens
+from evaluate.probe.scores import confusion, predict_map224, probe_measures, score_image, sparse_confusion
+from evaluate.scores.bootstrap import bootstrap_ci
 from evaluate.scores.measures import stats_array
-from evaluate.scores.masks import bootstrap_ci
 
 
 PROBE = config_defaults("probe")  # the run's defaults: weight_decay, max_iter, tol, max_tokens

@@ -1,4 +1,6 @@
-"""Scores (docs/design.md §6): Jaccard with crowd, bootstrap intervals, class-agnostic mask AP, CorLoc."""
+"""Scores (docs/design.md §6): Jaccard with crowd, bootstrap intervals, class-agnostic mask AP, CorLoc.
+
+Every expected number is worked out by hand here or drawn from an independent loop written here."""
 
 from __future__ import annotations
 
@@ -10,13 +12,12 @@ import numpy as np
 import pytest
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
-from pycocotools.cocoeval import COCOeval
 
 from evaluate import EvaluationError
-from evaluate.scores import masks as scores
+from evaluate.scores import ScoreError
+from evaluate.scores import bootstrap as bootstrap_module
+from evaluate.scores.bootstrap import bootstrap_ci, miou_counts_from_confusion, paired_bootstrap_diff
 from evaluate.scores.masks import (
-    ScoreError,
-    bootstrap_ci,
     box_iou,
     coco_mask_ap,
     corloc_hit,
@@ -24,8 +25,6 @@ from evaluate.scores.masks import (
     jaccard,
     jaccard_per_image,
     mask_box,
-    miou_counts_from_confusion,
-    paired_bootstrap_diff,
 )
 
 
@@ -263,7 +262,7 @@ def test_bootstrap_matches_a_slow_loop(reducer):
 def test_bootstrap_chunks_do_not_change_the_draws(monkeypatch):
     x = np.random.default_rng(2).random(45)
     whole = bootstrap_ci(x, "mean", resamples=1001, seed=4)
-    monkeypatch.setattr(scores, "_CHUNK_VALUES", 45 * 7)  # chunks of 7 resamples, the last one partial
+    monkeypatch.setattr(bootstrap_module, "_CHUNK_VALUES", 45 * 7)  # chunks of 7 resamples, the last one partial
     chunked = bootstrap_ci(x, "mean", resamples=1001, seed=4)
     assert chunked == pytest.approx(whole, rel=1e-13)
     assert chunked == pytest.approx(slow_bootstrap(x, slow_mean, 1001, 4), rel=1e-12)
@@ -316,20 +315,6 @@ def test_bootstrap_bad_input_names_the_problem():
 # ---------------------------------------------------------------------------------------------------------- AP
 
 
-def direct_cocoeval(gt_path, res_path):
-    """pycocotools' own COCOeval, class-agnostic, as docs/design.md §6 asks, run on files."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        gt = COCO(str(gt_path))
-        dt = gt.loadRes(str(res_path))
-        ev = COCOeval(gt, dt, iouType="segm")
-        ev.params.useCats = 0
-        ev.params.maxDets = [1, 10, 100]
-        ev.evaluate()
-        ev.accumulate()
-        ev.summarize()
-    return {"ap": ev.stats[0] * 100, "ap50": ev.stats[1] * 100, "ar10": ev.stats[7] * 100}
-
-
 def small_ground_truth():
     h, w = 20, 30
     return make_coco(
@@ -362,42 +347,80 @@ def test_coco_mask_ap_rejects_results_for_unknown_images():
         coco_mask_ap(small_ground_truth(), [{"image_id": 99, "score": 1.0, "segmentation": rle(np.ones((2, 2)))}])
 
 
-def test_coco_mask_ap_equals_direct_cocoeval_on_files(tmp_path):
-    gt = small_ground_truth()
+def test_coco_mask_ap_of_a_hand_worked_case():
+    """Class-agnostic AP, AP50 and AR@10 worked out by hand on two 20 x 30 images (docs/design.md §6).
+
+    Ground truth: image 1 holds A (rows 2-9, cols 3-11: 72 px, category 1) and B (rows 12-19, cols 16-23: 64 px,
+    category 2); image 2 holds C (rows 2-7, cols 2-7: 36 px) and a crowd region (rows 10-19, every column).
+    3 non-crowd objects. Predictions, by score (category ids are ignored: useCats = 0):
+      d1 0.95 image 1 = A exactly (its category 2 differs from A's):  IoU(A) = 1
+      d4 0.90 image 2 inside the crowd region:                         crowd IoU = |d4 & crowd| / |d4| = 1: ignored
+      d2 0.80 image 2 rows 2-5, cols 2-7 (24 px, inside C):            IoU(C) = 24 / 36 = 2/3
+      d3 0.60 image 1 rows 0-4, cols 20-29, touching no object:        false positive at every threshold
+      d5 0.50 image 1 rows 12-18, cols 16-23 (56 px, inside B):        IoU(B) = 56 / 64 = 7/8
+    The ten IoU thresholds 0.50, 0.55, ..., 0.95 fall in three groups (no IoU lies on a threshold):
+      t <= 0.65 (4 thresholds): d1 TP, d2 TP, d3 FP, d5 TP. Recall 1/3, 2/3, 2/3, 1; precision 1, 1, 2/3, 3/4,
+        made non-increasing from the right: 1, 1, 3/4, 3/4. Of the 101 recall points r = 0, 0.01, ..., 1, the 34
+        with r <= 1/3 and the 33 with 1/3 < r <= 2/3 take precision 1; the 34 with r > 2/3 take 3/4.
+        AP = (67 + 34 * 3/4) / 101 = 92.5 / 101.
+      0.70 <= t <= 0.85 (4): d1 TP, d2 FP, d3 FP, d5 TP. Recall 1/3, 1/3, 1/3, 2/3; precision 1, 1/2, 1/3, 1/2 ->
+        1, 1/2, 1/2, 1/2. 34 points at 1, 33 at 1/2, the 34 with r > 2/3 are out of reach: 0.
+        AP = (34 + 33 / 2) / 101 = 50.5 / 101.
+      t >= 0.90 (2): only d1 is a TP: recall 1/3 with precision 1 at its first point: AP = 34 / 101.
+    AP = the mean over the ten thresholds = (4 * 92.5 + 4 * 50.5 + 2 * 34) / 1010 = 640 / 1010; AP50 = 92.5 / 101.
+    AR@10 (every image has at most 10 predictions) = the mean of the final recalls, (4 * 1 + 4 * 2/3 + 2 * 1/3) / 10
+    = 22 / 30. (COCOeval's precision is tp / (tp + fp + 2.2e-16), hence the tolerance.)
+    """
     h, w = 20, 30
+    gt = make_coco(
+        [(1, h, w), (2, h, w)],
+        [
+            {"id": 1, "image_id": 1, "mask": box_mask(h, w, 2, 10, 3, 12)},  # A
+            {"id": 2, "image_id": 1, "mask": box_mask(h, w, 12, 20, 16, 24), "category_id": 2},  # B
+            {"id": 3, "image_id": 2, "mask": box_mask(h, w, 2, 8, 2, 8)},  # C
+            {"id": 4, "image_id": 2, "mask": box_mask(h, w, 10, 20, 0, 30), "iscrowd": 1},
+        ],
+    )
     results = [
-        {"image_id": 1, "category_id": 2, "score": 0.8, "segmentation": rle(box_mask(h, w, 2, 9, 3, 12))},
-        {"image_id": 1, "category_id": 1, "score": 0.7, "segmentation": rle(box_mask(h, w, 10, 18, 10, 28))},
-        {"image_id": 1, "category_id": 1, "score": 0.95, "segmentation": rle(box_mask(h, w, 0, 5, 0, 5))},
-        {"image_id": 2, "category_id": 1, "score": 0.6, "segmentation": rle(box_mask(h, w, 5, 10, 5, 10))},
+        {"image_id": 1, "category_id": 2, "score": 0.95, "segmentation": rle(box_mask(h, w, 2, 10, 3, 12))},  # d1
+        {"image_id": 2, "category_id": 1, "score": 0.8, "segmentation": rle(box_mask(h, w, 2, 6, 2, 8))},  # d2
+        {"image_id": 1, "category_id": 1, "score": 0.6, "segmentation": rle(box_mask(h, w, 0, 5, 20, 30))},  # d3
+        {"image_id": 2, "category_id": 1, "score": 0.9, "segmentation": rle(box_mask(h, w, 12, 16, 5, 10))},  # d4
+        {"image_id": 1, "category_id": 2, "score": 0.5, "segmentation": rle(box_mask(h, w, 12, 19, 16, 24))},  # d5
     ]
-    (tmp_path / "gt.json").write_text(json.dumps(gt.dataset))
-    (tmp_path / "res.json").write_text(json.dumps(results))
-    ours = coco_mask_ap(gt, results)
-    direct = direct_cocoeval(tmp_path / "gt.json", tmp_path / "res.json")
-    assert ours == pytest.approx(direct, abs=1e-12)
-    assert 0 < ours["ap"] < 100
+    ap = coco_mask_ap(gt, results)
+    assert ap == pytest.approx({"ap": 100 * 640 / 1010, "ap50": 100 * 92.5 / 101, "ar10": 100 * 22 / 30}, abs=1e-9)
+    # without the crowd region d4 is a false positive ranked second: every threshold's precision drops
+    no_crowd = make_coco([(1, h, w), (2, h, w)], [a | {"mask": mask_utils.decode(a["segmentation"]).astype(bool)}
+                                                  for a in gt.dataset["annotations"] if not a["iscrowd"]])
+    assert coco_mask_ap(no_crowd, results)["ap"] < ap["ap"]
+    assert coco_mask_ap(no_crowd, results)["ar10"] == pytest.approx(ap["ar10"], abs=1e-9)  # recall is unchanged
 
 
 @pytest.mark.coco
-def test_coco_mask_ap_equals_direct_cocoeval_on_coco_mini(coco_mini, tmp_path):
+def test_coco_mask_ap_of_true_masks_for_a_subset_of_coco_mini(coco_mini):
+    """Real annotations: predicting the true mask of a seeded subset S of the N non-crowd objects (scores random)
+    gives precision 1 up to recall |S| / N at every IoU threshold and nothing beyond, so AP = AP50 = (the number
+    of the 101 recall points r = k / 100 with r <= |S| / N) / 101, and AR@10 = sum over images of
+    min(10, |S in the image|) / N (at most 10 predictions count per image)."""
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO(str(coco_mini / "annotations.json"))
     rng = np.random.default_rng(0)
-    results = []
-    for ann in gt.dataset["annotations"]:
-        if ann["iscrowd"] or rng.random() < 0.3:
-            continue
-        m = gt.annToMask(ann).astype(bool)
-        shift = int(rng.integers(0, 12))
-        m = np.roll(m, shift, axis=int(rng.integers(0, 2)))  # some hits, some misses at high IoU
-        results.append({"image_id": ann["image_id"], "category_id": 1, "score": float(rng.random()),
-                        "segmentation": rle(m)})
-    (tmp_path / "res.json").write_text(json.dumps(results))
-    ours = coco_mask_ap(gt, results)
-    direct = direct_cocoeval(coco_mini / "annotations.json", tmp_path / "res.json")
-    assert ours == pytest.approx(direct, abs=1e-12)
-    assert 5 < ours["ap"] < 95
+    objects = [a for a in gt.dataset["annotations"] if not a["iscrowd"]]
+    chosen = [a for a in objects if rng.random() < 0.7]
+    results = [{"image_id": a["image_id"], "category_id": 1, "score": float(rng.random()),
+                "segmentation": rle(gt.annToMask(a).astype(bool))} for a in chosen]
+    per_image: dict[int, int] = {}
+    for a in chosen:
+        per_image[a["image_id"]] = per_image.get(a["image_id"], 0) + 1
+    assert max(per_image.values()) > 10  # the AR@10 cap is exercised
+    recall = len(chosen) / len(objects)
+    points = sum(1 for k in range(101) if k <= 100 * recall)  # 100 * recall is not an integer here
+    assert 100 * recall != int(100 * recall)
+    ap = coco_mask_ap(gt, results)
+    assert ap["ap"] == pytest.approx(100 * points / 101, abs=1e-9)
+    assert ap["ap50"] == pytest.approx(100 * points / 101, abs=1e-9)
+    assert ap["ar10"] == pytest.approx(100 * sum(min(10, n) for n in per_image.values()) / len(objects), abs=1e-9)
 
 
 # ------------------------------------------------------------------------------------------------------ CorLoc

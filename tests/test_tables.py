@@ -13,22 +13,18 @@ import pytest
 
 from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records, record_path, write_record
-from evaluate.outputs.tables import (
+from evaluate.outputs.table_model import (
     Cell,
     Column,
     Table,
     bold_cells,
-    build_tables,
-    compare_tables,
     fmt_interval,
     latex_escape,
-    paired_difference,
-    run_tables,
-    sweep_table,
     to_csv,
     to_latex,
     to_markdown,
 )
+from evaluate.outputs.tables import build_tables, compare_tables, paired_difference, run_tables, sweep_table
 
 DATA = Path(__file__).parent / "data"
 

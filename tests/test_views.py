@@ -12,7 +12,8 @@ import scipy.stats
 from evaluate.scores.agreement import kendall_tau_b, pair_agreement, rank_agreement
 from evaluate.datasets.coco import CocoDataset, rle_from_mask
 from evaluate.scores.measures import make_measure
-from evaluate.probe.linear import class_names, per_class_iou, probe_classes
+from evaluate.probe.labels import class_names, probe_classes
+from evaluate.probe.scores import per_class_iou
 from evaluate.scores.masks import extremes, image_categories, jaccard_per_image, per_category_mean
 from evaluate.outputs.tables import gallery_tables
 

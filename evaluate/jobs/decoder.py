@@ -41,7 +41,6 @@ def select_setting(smk: Any) -> None:
     import yaml
 
     from decoders import get_decoder, sweep_settings
-    from decoders.settings import NcutSettings
     from evaluate.plumbing.atomic import read_json, write_text
     from evaluate.datasets.coco import CocoDataset, manifest_sizes
     from evaluate.ledger.scoring import open_labels, record_identity
@@ -60,10 +59,11 @@ def select_setting(smk: Any) -> None:
                      setting=f"sweep of {n_settings} settings", n_images=len(manifest["image_ids"])) as labels:
         sweep = sweep_jaccard(dataset, sweep_files, manifest_sizes(manifest))
         best = best_setting(sweep, annotations)
-        rows = sweep_rows(sweep, checkpoint=checkpoint["name"], dataset=dataset_name, resamples=resamples, seed=seed)
+        rows = sweep_rows(sweep, decoder=decoder, checkpoint=checkpoint["name"], dataset=dataset_name,
+                          resamples=resamples, seed=seed)
         labels.result_sha256 = sha256_json(rows)
     write_text(out_table, rows_csv(rows))
-    settings = NcutSettings.from_name(sweep.settings[best])
+    settings = decoder.Settings.from_name(sweep.settings[best])
     selected = {
         "decoder": decoder.NAME, "name": settings.name, "settings": settings.to_dict(),
         "jaccard": rows[best]["value"], "ci_low": rows[best]["ci_low"], "ci_high": rows[best]["ci_high"],

@@ -25,8 +25,8 @@ def train_probe(smk: Any) -> None:
     from evaluate.datasets.coco import CocoDataset
     from evaluate.readings.features import FeatureReader
     from evaluate.ledger.scoring import open_labels, record_identity
-    from evaluate.probe.linear import (class_index, class_names, dataset_patch_labels, fit_probe, probe_classes,
-                                probe_setting, training_tokens)
+    from evaluate.probe.labels import class_index, class_names, dataset_patch_labels, probe_classes
+    from evaluate.probe.linear import fit_probe, probe_setting, training_tokens
     from evaluate.plumbing.provenance import sha256_file
 
     train = CocoDataset(images, annotations)
@@ -70,7 +70,9 @@ def score_probe(smk: Any) -> None:
     from evaluate.datasets.coco import CocoDataset
     from evaluate.readings.features import FeatureReader
     from evaluate.ledger.scoring import score_eval_set
-    from evaluate.probe.linear import LinearProbe, class_index, class_names, eval_items, probe_measures
+    from evaluate.probe.labels import class_index, class_names
+    from evaluate.probe.linear import LinearProbe
+    from evaluate.probe.scores import eval_items, probe_measures
 
     training = read_json(training_file)
     reader = FeatureReader(shard_dirs, kinds=("tokens224",))

@@ -1,21 +1,7 @@
-r"""Tables from the ledger alone (`results/tables/`): CSV, Markdown, LaTeX and an HTML fragment of each table.
+"""Tables from the ledger alone (`results/tables/`): CSV, Markdown, LaTeX and an HTML fragment of each table.
 
-Every table is built from verified records (`evaluate.ledger.read_records`), never features, as a `Table` (typed
-columns, cells holding numbers) and rendered four ways by one set of rules:
-
-- **LaTeX** (`{stem}.tex`): pandas' own writer (`Styler.to_latex`) with booktabs rules (\toprule, \midrule,
-  \bottomrule; the preamble needs `\usepackage{booktabs}`), a `table` float with `\caption` and
-  `\label{tab:{stem}}`; display names as LaTeX (AP$_{50}$); a cell is `v {\scriptsize [lo, hi]}`, DIGITS
-  decimals, a negative number's sign as `$-$`.
-- **Markdown** (`{stem}.md`): the caption, a blank line, then the table; a cell is `v [lo, hi]`.
-- **HTML** (`{stem}.html`): a `<table>` with its `<caption>`, for the report (`evaluate.outputs.report`).
-- **CSV** (`{stem}.csv`): machine names as headers, every number at full precision (`repr`), and a numeric
-  column with intervals as three columns `{key}`, `{key}_ci_low`, `{key}_ci_high`; no caption, no bold.
-
-Best values: in a column marked `best`, the highest value (by the number, not by its rounded text) is bold
-(`\textbf{}`, `**`, `<strong>`); every cell that equals it exactly is bold too (ties share the bold); a column
-with fewer than two values has no best. Per-category tables (checkpoints as columns) mark the best checkpoint in
-each row instead (`best_by="row"`). Every measure here is better when higher (differences too).
+Every table is built from verified records (`evaluate.ledger.read_records`), never features, as a `Table`
+(`evaluate.outputs.table_model`: typed columns, cells holding numbers, the four renderings and the bold best).
 
 Tables (per `eval` data set unless said):
 - `checkpoints_{dataset}`: one row per checkpoint (run, epoch, architecture where the records have it,
@@ -27,7 +13,7 @@ Tables (per `eval` data set unless said):
 - `categories_{dataset}`: per-category decoder Jaccard (`evaluate.scores.masks.per_category_mean` over the images
   holding each category, from the decoder record's `image_categories`), categories as rows, checkpoints as
   columns.
-- `probe-classes_{dataset}`: per-class probe IoU (`evaluate.probe.linear.per_class_iou` from the probe record's
+- `probe-classes_{dataset}`: per-class probe IoU (`evaluate.probe.scores.per_class_iou` from the probe record's
   confusions and `class_names`).
 - `gallery_{dataset}`: each checkpoint's `gallery_images` worst and best images by Jaccard
   (`evaluate.scores.masks.extremes`), with their categories.
@@ -40,254 +26,29 @@ A measure name that occurs in records of more than one kind becomes `{kind}:{mea
 from __future__ import annotations
 
 import csv
-import html
-import io
 import math
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from evaluate.plumbing.atomic import write_text
 from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records
+from evaluate.outputs.table_model import (
+    DISPLAY_NAMES,
+    Cell,
+    Column,
+    Table,
+    latex_escape,
+    measure_column,
+    text,
+    text_column,
+    write_table,
+)
 from evaluate.scores.measures import PERCENT, stats_array
 
 MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy")
-# measure -> (plain display name for Markdown, HTML and figures, LaTeX display name)
-DISPLAY_NAMES = {
-    "jaccard": ("Jaccard", "Jaccard"),
-    "corloc": ("CorLoc", "CorLoc"),
-    "ap": ("AP", "AP"),
-    "ap50": ("AP50", "AP$_{50}$"),
-    "ar10": ("AR@10", "AR@10"),
-    "probe_miou": ("probe mIoU", "probe mIoU"),
-    "probe_accuracy": ("probe accuracy", "probe accuracy"),
-}
-DIGITS = 1  # decimals of a percentage in Markdown, HTML and LaTeX (CSV keeps full precision)
 TAU_DIGITS = 2  # decimals of Kendall's tau
 INTERVAL_TEXT = "value [95% bootstrap interval over images]"
-LATEX_SPECIALS = {
-    "\\": r"\textbackslash{}", "_": r"\_", "&": r"\&", "%": r"\%", "#": r"\#", "$": r"\$", "{": r"\{",
-    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-}
-
-
-# ----------------------------------------------------------------------------------------------- the model
-
-
-@dataclass(frozen=True)
-class Column:
-    """key: CSV header (machine name); plain: Markdown/HTML header; latex: LaTeX header (already LaTeX);
-    numeric: cells are numbers (right aligned); digits: decimals shown; best: bold the highest value."""
-
-    key: str
-    plain: str
-    latex: str
-    numeric: bool = False
-    digits: int = DIGITS
-    best: bool = False
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A number with an optional interval (value, lo, hi; None = empty), or a text (`text`; `latex`: the same
-    text as LaTeX, where it differs from the escaped text)."""
-
-    value: float | None = None
-    lo: float | None = None
-    hi: float | None = None
-    text: str | None = None
-    latex: str | None = None
-
-
-@dataclass
-class Table:
-    """stem: file name without suffix; caption: plain text; rows: one Cell per column; best_by: "column" (the
-    best of each `best` column among the rows) or "row" (the best `best` column of each row)."""
-
-    stem: str
-    caption: str
-    columns: list[Column]
-    rows: list[list[Cell]] = field(default_factory=list)
-    best_by: str = "column"
-
-
-def text_column(key: str, plain: str | None = None) -> Column:
-    plain = key if plain is None else plain
-    return Column(key, plain, latex_escape(plain))
-
-
-def measure_column(key: str, best: bool = True, suffix: str = "") -> Column:
-    """The column of measure `key` (`measure` or `kind:measure`) under its display names."""
-    kind, _, base = key.rpartition(":")
-    plain, latex = DISPLAY_NAMES.get(base, (base, latex_escape(base)))
-    if kind:
-        plain, latex = f"{kind} {plain}", f"{latex_escape(kind)} {latex}"
-    return Column(key + suffix, plain + suffix, latex + latex_escape(suffix), numeric=True, best=best)
-
-
-def text(value) -> Cell:
-    return Cell(text="" if value is None else str(value))
-
-
-def bold_cells(table: Table) -> set[tuple[int, int]]:
-    """(row, column) of every bold cell: see the module docstring (exact ties all bold; two values needed)."""
-    bold: set[tuple[int, int]] = set()
-    best_cols = [c for c, col in enumerate(table.columns) if col.best]
-    if table.best_by == "column":
-        groups = [[(r, c) for r in range(len(table.rows))] for c in best_cols]
-    elif table.best_by == "row":
-        groups = [[(r, c) for c in best_cols] for r in range(len(table.rows))]
-    else:
-        raise ValueError(f"best_by must be 'column' or 'row', got {table.best_by!r}")
-    for group in groups:
-        filled = [(rc, table.rows[rc[0]][rc[1]].value) for rc in group if table.rows[rc[0]][rc[1]].value is not None]
-        if len(filled) < 2:
-            continue
-        top = max(v for _, v in filled)
-        bold.update(rc for rc, v in filled if v == top)
-    return bold
-
-
-# ----------------------------------------------------------------------------------------------- formatters
-
-
-def fmt_number(value: float | None, digits: int = DIGITS) -> str:
-    """`value` with `digits` decimals; "" for None; never "-0.0"."""
-    if value is None:
-        return ""
-    text_ = f"{value:.{digits}f}"
-    return text_[1:] if text_.startswith("-") and float(text_) == 0 else text_
-
-
-def fmt_interval(value: float | None, lo: float | None, hi: float | None, digits: int = DIGITS) -> str:
-    """"v [lo, hi]", or "v" when there is no interval, or "" when there is no value."""
-    if value is None:
-        return ""
-    if lo is None or hi is None:
-        return fmt_number(value, digits)
-    return f"{fmt_number(value, digits)} [{fmt_number(lo, digits)}, {fmt_number(hi, digits)}]"
-
-
-def latex_escape(text_: str) -> str:
-    return "".join(LATEX_SPECIALS.get(ch, ch) for ch in str(text_))
-
-
-def _latex_number(value: float, digits: int) -> str:
-    shown = fmt_number(value, digits)
-    return "$-$" + shown[1:] if shown.startswith("-") else shown
-
-
-def _plain_cell(cell: Cell, col: Column, bold: bool, strong: tuple[str, str]) -> str:
-    if not col.numeric:
-        return cell.text or ""
-    if cell.value is None:
-        return ""
-    head = fmt_number(cell.value, col.digits)
-    if bold:
-        head = f"{strong[0]}{head}{strong[1]}"
-    if cell.lo is None or cell.hi is None:
-        return head
-    return f"{head} [{fmt_number(cell.lo, col.digits)}, {fmt_number(cell.hi, col.digits)}]"
-
-
-def _latex_cell(cell: Cell, col: Column, bold: bool) -> str:
-    if not col.numeric:
-        return cell.latex if cell.latex is not None else latex_escape(cell.text or "")
-    if cell.value is None:
-        return ""
-    head = _latex_number(cell.value, col.digits)
-    if bold:
-        head = f"\\textbf{{{head}}}"
-    if cell.lo is None or cell.hi is None:
-        return head
-    return f"{head} {{\\scriptsize [{_latex_number(cell.lo, col.digits)}, {_latex_number(cell.hi, col.digits)}]}}"
-
-
-def _full(value: float | None) -> str:
-    return "" if value is None else repr(float(value))
-
-
-def to_csv(table: Table) -> str:
-    """Full precision; a numeric column with any interval gets `{key}_ci_low` and `{key}_ci_high` beside it."""
-    with_ci = [col.numeric and any(r[c].lo is not None or r[c].hi is not None for r in table.rows)
-               for c, col in enumerate(table.columns)]
-    header = []
-    for col, ci in zip(table.columns, with_ci):
-        header += [col.key, f"{col.key}_ci_low", f"{col.key}_ci_high"] if ci else [col.key]
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    for row in table.rows:
-        out = []
-        for cell, col, ci in zip(row, table.columns, with_ci):
-            if not col.numeric:
-                out.append(cell.text or "")
-            else:
-                out += [_full(cell.value), _full(cell.lo), _full(cell.hi)] if ci else [_full(cell.value)]
-        writer.writerow(out)
-    return buf.getvalue()
-
-
-def to_markdown(table: Table) -> str:
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
-
-    bold = bold_cells(table)
-    out = [table.caption, "", line([c.plain for c in table.columns]),
-           "|" + "|".join("---:" if c.numeric else "---" for c in table.columns) + "|"]
-    out += [line([_plain_cell(cell, col, (r, c) in bold, ("**", "**"))
-                  for c, (cell, col) in enumerate(zip(row, table.columns))]) for r, row in enumerate(table.rows)]
-    return "\n".join(out) + "\n"
-
-
-def to_html(table: Table) -> str:
-    """A `<table id="tab-{stem}">` with its caption; cells HTML-escaped, bold as <strong>."""
-    bold = bold_cells(table)
-
-    def cell_html(r: int, c: int) -> str:
-        col = table.columns[c]
-        shown = html.escape(_plain_cell(table.rows[r][c], col, (r, c) in bold, ("\x00", "\x01")))
-        shown = shown.replace("\x00", "<strong>").replace("\x01", "</strong>")
-        return f'<td class="num">{shown}</td>' if col.numeric else f"<td>{shown}</td>"
-
-    out = [f'<table id="tab-{html.escape(table.stem)}">', f"<caption>{html.escape(table.caption)}</caption>",
-           "<thead><tr>" + "".join(('<th class="num">' if c.numeric else "<th>") + f"{html.escape(c.plain)}</th>"
-                                   for c in table.columns) + "</tr></thead>", "<tbody>"]
-    out += ["<tr>" + "".join(cell_html(r, c) for c in range(len(table.columns))) + "</tr>"
-            for r in range(len(table.rows))]
-    out += ["</tbody>", "</table>"]
-    return "\n".join(out) + "\n"
-
-
-def to_latex(table: Table) -> str:
-    """pandas' Styler.to_latex: booktabs rules, a centred `table` float with caption and label tab:{stem}."""
-    import pandas as pd  # noqa: PLC0415
-
-    bold = bold_cells(table)
-    data = [[_latex_cell(cell, col, (r, c) in bold) for c, (cell, col) in enumerate(zip(row, table.columns))]
-            for r, row in enumerate(table.rows)]
-    frame = pd.DataFrame(data, columns=[c.latex for c in table.columns], dtype=object)
-    spec = "".join("r" if c.numeric else "l" for c in table.columns)
-    return frame.style.hide(axis="index").to_latex(
-        hrules=True, column_format=spec, caption=latex_escape(table.caption), label=f"tab:{table.stem}",
-        position_float="centering",
-    )
-
-
-RENDERERS = ((".csv", to_csv), (".md", to_markdown), (".tex", to_latex), (".html", to_html))
-
-
-def write_table(out_dir: str | os.PathLike, table: Table) -> list[Path]:
-    """Write `{stem}.csv`, `.md`, `.tex` and `.html` atomically; return the four paths."""
-    out_dir = Path(out_dir)
-    paths = []
-    for suffix, render in RENDERERS:
-        path = out_dir / f"{table.stem}{suffix}"
-        write_text(path, render(table))
-        paths.append(path)
-    return paths
 
 
 # --------------------------------------------------------------------------------------------------- tables
@@ -433,11 +194,11 @@ def _percent(x: float) -> float | None:
 def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int,
                       seed: int) -> tuple[float | None, float | None, float | None, int]:
     """(diff, lo, hi, n) in percent points: measure a minus measure b over the images both scored, paired by
-    image id (`evaluate.scores.masks.paired_bootstrap_diff` on the per-image statistics, times PERCENT).
+    image id (`evaluate.scores.bootstrap.paired_bootstrap_diff` on the per-image statistics, times PERCENT).
 
     Both must have the same reducer; miou counts of both use one common class count.
     """
-    from evaluate.scores.masks import paired_bootstrap_diff  # noqa: PLC0415
+    from evaluate.scores.bootstrap import paired_bootstrap_diff  # noqa: PLC0415
 
     reducer = measure_a["reducer"]
     if reducer is None or reducer != measure_b["reducer"]:
@@ -593,7 +354,7 @@ def per_category_from_record(rec: dict, jaccard: dict, *, resamples: int, seed: 
 
 def probe_class_tables(records: Sequence[dict], *, resamples: int, seed: int) -> list[Table]:
     """Per eval data set: probe IoU per class (rows, in label order) for every checkpoint (columns)."""
-    from evaluate.probe.linear import per_class_iou  # noqa: PLC0415
+    from evaluate.probe.scores import per_class_iou  # noqa: PLC0415
 
     tables = []
     for dataset, recs in sorted(_records_of(records, "probe", "class_names").items()):

@@ -7,9 +7,9 @@ undefined (NaN) when either ranking is all ties). Its 95% interval comes from re
 - the images are those every one of these checkpoints scored under both measures (sorted ids), so every
   resample is one draw of images shared by all checkpoints and both measures: the pairing holds;
 - each resample recomputes every checkpoint's a and b from the records' per-image statistics on the same drawn
-  images (`evaluate.scores.masks.bootstrap_values`: `numpy.random.default_rng(seed)`, the draws of every interval in
+  images (`evaluate.scores.bootstrap.bootstrap_values`: `numpy.random.default_rng(seed)`, the draws of every interval in
   the ledger), then tau of the two resampled rankings; the interval is the percentile interval of those taus
-  (resamples where tau is undefined are left out, as `evaluate.scores.masks` does for undefined values);
+  (resamples where tau is undefined are left out, as `evaluate.scores.bootstrap` does for undefined values);
 - the point tau uses a and b on all those images (equal to the records' values when each measure scored the
   same images, as on a data set where every image has ground truth).
 
@@ -75,7 +75,7 @@ def pair_agreement(a: Mapping[str, dict], b: Mapping[str, dict], *, resamples: i
     value in percent on those images, in checkpoint order)}.
     """
     from evaluate.scores.measures import PERCENT
-    from evaluate.scores.masks import bootstrap_values
+    from evaluate.scores.bootstrap import bootstrap_values
 
     names = sorted(set(a) & set(b))
     out: dict[str, Any] = {"checkpoints": names, "n_images": None, "tau": None, "ci_low": None, "ci_high": None,

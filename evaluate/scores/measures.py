@@ -1,6 +1,6 @@
 """The measures of a ledger record: per-image statistics, their reducer, value and bootstrap interval.
 
-docs/design.md §6-7. A measure with a `reducer` keeps the unit-free per-image inputs of `evaluate.scores.masks`
+docs/design.md §6-7. A measure with a `reducer` keeps the unit-free per-image inputs of `evaluate.scores.bootstrap`
 (Jaccard in [0, 1], [num, den] pairs, sparse confusions [[true, pred, count], ...]) and reports value and interval
 in percent (PERCENT x reducer), so tables and paired bootstraps are rebuilt from records alone. A measure without a
 reducer (mask AP) carries its value only.
@@ -14,7 +14,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from evaluate.plumbing.atomic import plain_json
-from evaluate.scores.masks import ScoreError, bootstrap_ci
+from evaluate.scores import ScoreError
+from evaluate.scores.bootstrap import bootstrap_ci
 
 MEASURE_FIELDS = (
     "measure", "value", "ci_low", "ci_high", "n_images", "n_left_out", "reducer", "image_ids", "per_image",
@@ -45,7 +46,7 @@ def make_measure(
 ) -> dict:
     """A record's measure entry.
 
-    With a `reducer` the per-image statistics are the unit-free inputs of `evaluate.scores.masks` ("mean": per-image
+    With a `reducer` the per-image statistics are the unit-free inputs of `evaluate.scores.bootstrap` ("mean": per-image
     float, e.g. Jaccard in [0, 1]; "ratio": per-image [num, den]; "miou": per-image sparse confusion
     [[true, pred, count], ...]) and value, ci_low, ci_high are PERCENT x `bootstrap_ci` (every bootstrappable
     measure is reported in percent; an undefined interval is null). `value` must then be None. Without a reducer
@@ -77,7 +78,7 @@ def make_measure(
 
 
 def stats_array(per_image: Sequence[Any], reducer: str, n_classes: int | None = None) -> tuple[np.ndarray, str]:
-    """Per-image statistics as stored in a record -> (array, reducer name) for `evaluate.scores.masks`.
+    """Per-image statistics as stored in a record -> (array, reducer name) for `evaluate.scores.bootstrap`.
 
     mean -> float64 (n,), "mean"; ratio -> float64 (n, 2), "ratio"; miou -> int64 (n, 3, K) counts
     [intersection, true, predicted] per class from the sparse [[true, pred, count], ...] lists, "miou-counts"

@@ -16,10 +16,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from decoders.masks import grid_to_image
-from decoders.settings import NcutSettings
 from decoders.shards import read_sweep
 from evaluate.scores.measures import PERCENT
-from evaluate.scores.masks import ScoreError, bootstrap_ci, jaccard
+from evaluate.scores import ScoreError
+from evaluate.scores.bootstrap import bootstrap_ci
+from evaluate.scores.masks import jaccard
 
 
 @dataclass
@@ -72,14 +73,16 @@ def best_setting(sweep: SweepJaccard, where: str) -> int:
     return int(np.argmax(sweep.table.mean(axis=0)))
 
 
-def sweep_rows(sweep: SweepJaccard, *, checkpoint: str, dataset: str, resamples: int, seed: int) -> list[dict]:
-    """One row per setting for sweep.csv: mean Jaccard (%) with its bootstrap interval, and the setting's fields."""
+def sweep_rows(sweep: SweepJaccard, *, decoder: Any, checkpoint: str, dataset: str, resamples: int,
+               seed: int) -> list[dict]:
+    """One row per setting for sweep.csv: mean Jaccard (%) with its bootstrap interval, and the setting's fields
+    (`decoder.Settings.from_name`; decoder: the registry's entry, `decoders.get_decoder`)."""
     rows = []
     for s, name in enumerate(sweep.settings):
         value, lo, hi = bootstrap_ci(sweep.table[:, s], "mean", resamples=resamples, seed=seed)
         rows.append({"setting": name, "value": PERCENT * value, "ci_low": PERCENT * lo, "ci_high": PERCENT * hi,
                      "n_images": len(sweep.image_ids), "n_left_out": len(sweep.left_out), "checkpoint": checkpoint,
-                     "dataset": dataset, **NcutSettings.from_name(name).to_dict()})
+                     "dataset": dataset, **decoder.Settings.from_name(name).to_dict()})
     return rows
 
 

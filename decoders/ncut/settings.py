@@ -3,6 +3,9 @@
 A setting's `name` is its identity everywhere outside Python: in file names under results/decoder/ and in the
 ledger's `setting` column. It is built only from [A-Za-z0-9._=,-], lists every field in declaration order and
 round-trips through `NcutSettings.from_name`.
+
+Every field is given: the run's defaults (`decoder.centre`, `decoder.masks`, the sweep grid `decoder.sweep`) live
+in workflow/schemas/config.schema.yaml alone. The presets are the published methods' own settings.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Mapping
 
-from evaluate import EvaluationError
+from decoders.registry import SettingsError
 
 SPLITS = ("mean", "zero", "median")
 FOREGROUNDS = ("seed", "corners")
@@ -31,14 +34,6 @@ _NAME_LABELS = {
     "masks": "masks",
 }
 _NAME_CHARS = re.compile(r"^[A-Za-z0-9._=,-]+$")
-
-
-class DecoderError(EvaluationError, ValueError):
-    """Bad input to a decoder (keys, grid, settings): the message names the field or array and what is wrong."""
-
-
-class SettingsError(DecoderError):
-    """An invalid decoder setting; the message names the field, the value given and what is allowed."""
 
 
 def _float_text(value: float) -> str:
@@ -61,13 +56,13 @@ class NcutSettings:
     masks:      how many masks per image at most (MaskCut style), 1 <= masks <= 50.
     """
 
-    centre: bool = True
-    tau: float = 0.2
-    eps: float = 1e-5
-    split: str = "mean"
-    foreground: str = "seed"
-    component: str = "seed"
-    masks: int = 1
+    centre: bool
+    tau: float
+    eps: float
+    split: str
+    foreground: str
+    component: str
+    masks: int
 
     def __post_init__(self) -> None:
         if not isinstance(self.centre, bool):
@@ -145,7 +140,7 @@ class NcutSettings:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "NcutSettings":
-        """Build from a mapping (config, JSON); fields left out take their defaults, unknown fields are an error."""
+        """Build from a mapping (config, JSON) naming every field; a missing or unknown field is an error."""
         if not isinstance(data, Mapping):
             raise SettingsError(f"ncut settings must be a mapping, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
@@ -154,6 +149,9 @@ class NcutSettings:
             raise SettingsError(
                 f"unknown ncut setting field(s) {', '.join(unknown)}; known: {', '.join(f.name for f in fields(cls))}"
             )
+        missing = [f.name for f in fields(cls) if f.name not in data]
+        if missing:
+            raise SettingsError(f"ncut settings lack the field(s) {', '.join(missing)}")
         return cls(**dict(data))
 
     def replace(self, **changes: Any) -> "NcutSettings":
@@ -164,34 +162,27 @@ class NcutSettings:
 TOKENCUT = NcutSettings(centre=False, tau=0.2, eps=1e-5, split="mean", foreground="seed", component="seed", masks=1)
 MASKCUT = NcutSettings(centre=False, tau=0.15, eps=1e-5, split="mean", foreground="corners", component="seed", masks=3)
 
-DEFAULT_GRID_SPEC: dict[str, list] = {
-    "tau": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3],
-    "eps": [1e-5, 1e-3],
-    "foreground": ["seed", "corners"],
-    "split": ["mean", "zero", "median"],
-    "component": ["seed", "all"],
-}
 
-
-def settings_grid(spec: Mapping[str, Iterable] | None = None) -> list[NcutSettings]:
-    """Cartesian product of the listed values, every other field at its default.
+def settings_grid(spec: Mapping[str, Iterable]) -> list[NcutSettings]:
+    """Cartesian product of the listed values: spec names every field with a list of its values.
 
     Order is fixed: fields vary in declaration order (centre, tau, eps, split, foreground, component, masks; the
-    first outermost), each field's values in the order listed. `spec=None` gives DEFAULT_GRID_SPEC: 144 settings.
-    An unknown field, an empty list or a repeated value raises SettingsError.
+    first outermost), each field's values in the order listed. An unknown or missing field, an empty list or a
+    repeated value raises SettingsError. The workflow's spec is config.yaml's `decoder.sweep` with its `centre` and
+    `masks` (`decoders.sweep_settings`; the schema's default grid has 144 settings).
     """
-    if spec is None:
-        spec = DEFAULT_GRID_SPEC
     if not isinstance(spec, Mapping):
         raise SettingsError(f"settings grid must be a mapping of field -> list of values, got {type(spec).__name__}")
     order = [f.name for f in fields(NcutSettings)]
     unknown = sorted(str(k) for k in spec if k not in order)
     if unknown:
         raise SettingsError(f"unknown ncut setting field(s) in grid: {', '.join(unknown)}; known: {', '.join(order)}")
+    missing = [name for name in order if name not in spec]
+    if missing:
+        raise SettingsError(f"the ncut settings grid names no values for {', '.join(missing)}: every field needs "
+                            "a list of values")
     axes: list[tuple[str, list]] = []
     for field_name in order:
-        if field_name not in spec:
-            continue
         values = spec[field_name]
         if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
             raise SettingsError(f"grid field '{field_name}' must be a list of values, got {values!r}")

@@ -1,0 +1,97 @@
+"""The decoder registry: what a decoder is, its errors, and the table of decoders by name (docs/design.md §5).
+
+A decoder turns one image's keys (N, C) on a (gh, gw) patch grid into masks on that grid. It is a module (or any
+object) with the members of `Decoder` below, and it registers itself with `register` when imported; the package's
+`decoders/__init__.py` imports every decoder module, one line each. Nothing outside a decoder's own module knows its
+settings' fields: the workflow reaches them through `get_decoder(name).Settings`, and the config's
+`decoder.sweep` (field -> list of values) is handed to the decoder's `settings_grid`, which checks it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol, Sequence
+
+from evaluate import EvaluationError
+from evaluate.readings.geometry import KEYS480_GRID
+
+GRID = (KEYS480_GRID, KEYS480_GRID)  # the keys480 patch grid (rows, columns) the decoders work on
+
+
+class DecoderError(EvaluationError, ValueError):
+    """Bad input to a decoder (keys, grid, settings): the message names the field or array and what is wrong."""
+
+
+class SettingsError(DecoderError):
+    """An invalid decoder setting; the message names the field, the value given and what is allowed."""
+
+
+class Decoder(Protocol):
+    """What the workflow asks of a decoder.
+
+    NAME:      its registry name (config `decoder.name`).
+    Settings:  a frozen, validated settings type with the fields `centre` (bool) and `masks` (int, at most this
+               many masks per image) among its own; `.name` a stable text identity made of [A-Za-z0-9._=,-] (file
+               names, the ledger's `setting` column), `Settings.from_name(name)` its inverse, `.to_dict()` every
+               field, `Settings.from_dict(d)` its inverse.
+    Stats:     a counter type the decoder fills while decoding (`stats=`); its text goes to the job logs.
+    settings_grid(spec) -> list[Settings]: the Cartesian product of `spec` (field -> list of values, every field
+               named), in a fixed order; a SettingsError names an unknown field, a missing one or a bad value.
+    decode(keys, settings, grid, *, stats) -> list[GridMask]: one image's keys float (N, C) -> its masks, objects
+               with `.mask` bool (gh, gw) and `.score` float in [0, 1] (decoders.masks turns them into COCO results).
+    sweep(keys, settings_list, grid, *, stats) -> list[list[GridMask]]: decode per setting, sharing work.
+    """
+
+    NAME: str
+    Settings: type
+    Stats: type
+
+    def settings_grid(self, spec: Any) -> list: ...
+
+    def decode(self, keys: Any, settings: Any, grid: Sequence[int], *, stats: Any) -> list: ...
+
+    def sweep(self, keys: Any, settings_list: Sequence[Any], grid: Sequence[int], *, stats: Any) -> list[list]: ...
+
+
+DECODERS: dict[str, Decoder] = {}
+_MEMBERS = ("NAME", "Settings", "Stats", "settings_grid", "decode", "sweep")
+
+
+def register(decoder: ModuleType | Any) -> None:
+    """Add a decoder (its module, usually: `register(sys.modules[__name__])` as its last line) under its NAME."""
+    missing = [member for member in _MEMBERS if not hasattr(decoder, member)]
+    if missing:
+        raise DecoderError(f"decoder {getattr(decoder, '__name__', decoder)!r} lacks {', '.join(missing)} "
+                           "(see decoders.registry.Decoder)")
+    name = decoder.NAME
+    if name in DECODERS and DECODERS[name] is not decoder:
+        raise DecoderError(f"two decoders are named {name!r}")
+    DECODERS[name] = decoder
+
+
+def get_decoder(name: str) -> Decoder:
+    """The decoder registered under `name`; an unknown name raises DecoderError listing the known ones."""
+    try:
+        return DECODERS[name]
+    except (KeyError, TypeError):
+        raise DecoderError(f"unknown decoder {name!r}; known decoders: {', '.join(sorted(DECODERS))}") from None
+
+
+def sweep_settings(decoder_config: dict) -> list:
+    """The settings a sweep tries, from config.yaml's `decoder` section as the schema fills it in: the decoder's
+    grid of `sweep` with the run's single `centre` and `masks`."""
+    decoder = get_decoder(decoder_config["name"])
+    spec = dict(decoder_config["sweep"])
+    spec["centre"] = [bool(decoder_config["centre"])]
+    spec["masks"] = [int(decoder_config["masks"])]
+    return decoder.settings_grid(spec)
+
+
+def load_selected(path: str) -> tuple[Decoder, Any]:
+    """(decoder, its settings) from `results/decoder/selected.yaml`, written by the select_setting job."""
+    import yaml
+
+    selected = yaml.safe_load(Path(path).read_text())
+    decoder = get_decoder(selected["decoder"])
+    return decoder, decoder.Settings.from_dict(selected["settings"])

@@ -1,0 +1,163 @@
+"""The decoder registry keeps its promise: a new decoder is one file plus one line in decoders/__init__.py.
+
+A copy of the repository's files gets a trivial decoder written here (`decoders/norm.py`: one mask per image,
+the patches whose key norm is above a quantile) and the one line that imports it; nothing else in the copy changes.
+Snakemake then runs a tiny experiment (demo data sets of two images, one demo checkpoint) through the sweep, the
+selection, decoding and scoring with `decoder.name: norm`, and the records and files carry that decoder's settings.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from evaluate.plumbing import paths
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+
+pytestmark = pytest.mark.slow
+
+NORM_DECODER = '''"""A trivial decoder: one mask per image, the patches whose key norm is above a quantile."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from decoders.registry import SettingsError, register
+
+NAME = "norm"
+Stats = dict
+
+
+@dataclass(frozen=True)
+class Settings:
+    centre: bool
+    quantile: float
+    masks: int
+
+    @property
+    def name(self) -> str:
+        return f"norm,centre={int(self.centre)},q={self.quantile!r},masks={self.masks}"
+
+    @classmethod
+    def from_name(cls, name: str) -> "Settings":
+        fields = dict(part.split("=") for part in name.split(",")[1:])
+        return cls(fields["centre"] == "1", float(fields["q"]), int(fields["masks"]))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Settings":
+        return cls(**data)
+
+
+@dataclass
+class GridMask:
+    mask: np.ndarray
+    score: float
+
+
+def settings_grid(spec: dict) -> list[Settings]:
+    if set(spec) != {"centre", "quantile", "masks"}:
+        raise SettingsError(f"norm settings grid: fields centre, quantile, masks; got {sorted(spec)}")
+    return [Settings(c, float(q), int(m)) for c in spec["centre"] for q in spec["quantile"] for m in spec["masks"]]
+
+
+def decode(keys, settings: Settings, grid, *, stats: dict) -> list[GridMask]:
+    keys = np.asarray(keys, dtype=np.float64)
+    if settings.centre:
+        keys = keys - keys.mean(axis=0)
+    norms = np.linalg.norm(keys, axis=1)
+    stats["decodes"] = stats.get("decodes", 0) + 1
+    return [GridMask((norms > np.quantile(norms, settings.quantile)).reshape(tuple(grid)), 1.0 - settings.quantile)]
+
+
+def sweep(keys, settings_list, grid, *, stats: dict) -> list[list[GridMask]]:
+    return [decode(keys, settings, grid, stats=stats) for settings in settings_list]
+
+
+register(sys.modules[__name__])
+'''
+REGISTRY_LINE = "from decoders import norm  # noqa: F401\n"
+
+
+def tracked_copy(destination: Path) -> Path:
+    """The repository's files (tracked, or new and not ignored) as they are in the working tree, copied to
+    `destination`."""
+    names = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, check=True).stdout
+    for name in names.decode().split("\0"):
+        if name and (REPO / name).is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, destination / name)
+    return destination
+
+
+def tiny_config() -> dict:
+    def demo_set(name, seed, first, roles, **extra):
+        return {"images": f"results/demo/datasets/{name}/images",
+                "annotations": f"results/demo/datasets/{name}/annotations.json", "roles": roles,
+                "demo": {"n_images": 2, "seed": seed, "first_image_id": first}, **extra}
+
+    return {
+        "checkpoints": {"a": {"path": "results/demo/checkpoints/a.pth", "run": "tiny", "epoch": 1,
+                              "demo": {"format": "dino-backbone", "seed": 0}}},
+        "datasets": {"sel": demo_set("sel", 1, 1, ["select"]), "val": demo_set("val", 3, 201, ["eval"])},
+        "features": {"shard_size": 2, "batch_size": 2, "threads": 1},
+        "decoder": {"name": "norm", "masks": 1, "centre": True, "sweep": {"quantile": [0.5, 0.8]}},
+        "bootstrap": {"resamples": 200, "seed": 0},
+    }
+
+
+def test_a_decoder_added_by_one_file_and_one_line_runs_through_sweep_decode_and_scoring(tmp_path):
+    code = tracked_copy(tmp_path / "code")
+    (code / "decoders" / "norm.py").write_text(NORM_DECODER)
+    registry = code / "decoders" / "__init__.py"
+    registry.write_text(registry.read_text() + REGISTRY_LINE)
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "config.yaml").write_text(yaml.safe_dump(tiny_config(), sort_keys=False))
+    record = paths.DECODER_RECORD.format(checkpoint="a", dataset="val")
+    proc = subprocess.run(
+        [str(SNAKEMAKE), "--snakefile", str(code / "Snakefile"), "--directory", str(work), "--configfile",
+         str(work / "config.yaml"), "--replace-workflow-config", "--cores", "2", record],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(code)), timeout=1800,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+
+    names = ["norm,centre=1,q=0.5,masks=1", "norm,centre=1,q=0.8,masks=1"]
+    selected = yaml.safe_load((work / paths.SELECTED).read_text())
+    assert selected["decoder"] == "norm" and selected["n_settings"] == 2 and selected["name"] in names
+    assert selected["settings"] == {"centre": True, "quantile": float(selected["name"].split("q=")[1].split(",")[0]),
+                                    "masks": 1}
+    with open(work / paths.SWEEP_TABLE, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["setting"] for r in rows] == names and {r["quantile"] for r in rows} == {"0.5", "0.8"}
+    best = max(rows, key=lambda r: float(r["value"]))  # the selection keeps the best mean Jaccard
+    assert selected["name"] == best["setting"]
+    sweep_record = json.loads((work / paths.SWEEP_RECORD.format(checkpoint="a", dataset="sel")).read_text())
+    assert sweep_record["setting"] == selected["name"]
+    decoder_record = json.loads((work / record).read_text())
+    assert decoder_record["setting"] == selected["name"]
+    assert {m["measure"] for m in decoder_record["measures"]} >= {"jaccard", "ap", "corloc"}
+    masks = json.loads((work / paths.MASKS.format(checkpoint="a", dataset="val")).read_text())
+    quantile = selected["settings"]["quantile"]
+    assert len(masks) == 2 and all(m["score"] == pytest.approx(1.0 - quantile) for m in masks)
+    logs = list((work / "logs" / "sweep_decode").rglob("*.log"))
+    assert len(logs) == 1 and "stats: {'decodes': 4}" in logs[0].read_text()  # 2 images x 2 settings, its own Stats
+    assert np.isfinite([m["value"] for m in decoder_record["measures"] if m["measure"] == "jaccard"]).all()
