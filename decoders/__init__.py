@@ -49,8 +49,6 @@ def get_decoder(name: str) -> Decoder:
         raise DecoderError(f"unknown decoder {name!r}; known decoders: {', '.join(sorted(DECODERS))}") from None
 
 
-
-
 def sweep_settings(decoder_config: dict) -> list:
     """The settings a sweep tries, from config.yaml's `decoder` section (defaults filled in by the schema):
     `sweep` (the decoder's own DEFAULT_GRID_SPEC when absent) with the run's `centre` and `masks`."""
