@@ -3,6 +3,9 @@ seeded weights.
 
     .venv/bin/python bench/extract.py [--images N] [--batch B] [--threads T] [--architectures A ...]
 
+--batch and --threads default to the workflow's `features.batch_size` and `features.threads` (the config schema),
+so the figures are those of an extract job.
+
 Prints, per architecture (ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16), for keys480 (480 x 480
 input, block 12's keys) and tokens224 (224 x 224, block 12's output):
 - images/s of our network (`evaluate.networks.vit.VisionTransformer`, `evaluate.networks.xcit.XCiT`: `last_keys`, `tokens`).
@@ -40,6 +43,7 @@ from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluate.experiment import config_defaults  # noqa: E402
 from evaluate.networks.registry import REGISTRY  # noqa: E402
 from evaluate.networks.vit import resample_pos_embed  # noqa: E402
 from evaluate.networks.xcit import FOURIER_DIM, FOURIER_TEMPERATURE, STEM_WIDTHS  # noqa: E402
@@ -47,6 +51,7 @@ from evaluate.networks.xcit import FOURIER_DIM, FOURIER_TEMPERATURE, STEM_WIDTHS
 DIM, HIDDEN, DEPTH = 384, 1536, 12
 HEADS = {"6x64": 6, "8x48": 8}
 BENCH_ARCHITECTURES = ("vit-s16", "vit-s16-layerscale", "augvit-s16", "xcit-s12-16")  # Aug-ViT in circulant2
+FEATURES = config_defaults("features")  # the workflow's defaults: the bench times what a job does
 
 
 # ----------------------------------------------------------------------------------------------------- the references
@@ -217,13 +222,14 @@ def interleaved(ours, plain, images: Tensor, batch: int, matmul) -> tuple[float,
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8, help="images per reading (default 8)")
-    parser.add_argument("--batch", type=int, default=4, help="batch size (default 4)")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--batch", type=int, default=FEATURES["batch_size"],
+                        help=f"batch size (features.batch_size, {FEATURES['batch_size']})")
+    parser.add_argument("--threads", type=int, default=FEATURES["threads"],
+                        help=f"torch threads (features.threads, {FEATURES['threads']})")
     parser.add_argument("--architectures", nargs="+", default=list(BENCH_ARCHITECTURES), choices=BENCH_ARCHITECTURES,
                         help="which architectures (default: all four)")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     size = 2048
     a, b, out = torch.randn(size, size), torch.randn(size, size), torch.empty(size, size)
     matmul_sample(a, b, out)

@@ -4,7 +4,8 @@ In one run, the real workflow (one seeded checkpoint, decoder and probe) is run 
 an eval data set of --small and of --large images (select and probe-train sets stay at 10 images each). Snakemake's
 own per-job benchmark files give each job's peak RSS (max_rss, MB) and peak PSS (max_pss, MB: shared pages divided
 among the processes sharing them); the bench prints, per rule, the largest peak of any job of that rule for both
-sizes, and their ratio. Target: the larger within 1.2x of the smaller.
+sizes, and their ratio. Target: the larger within 1.2x of the smaller. Every job setting but the shard size is the
+config schema's default, so each job is the one a run does.
 
 RSS counts a page once per process that maps it, so a job with forked workers (preprocess) reads about twice its
 memory whenever Snakemake's sampler happens to catch a worker alive, and its RSS peak is bimodal across its jobs
@@ -58,11 +59,7 @@ def experiment(root: Path, n_eval: int, shard_size: int, pooled: dict, checkpoin
         "checkpoints": {"seeded": {"path": str(checkpoint), "run": "bench", "epoch": 0}},
         "datasets": datasets,
         "reference_checkpoint": "seeded",
-        "features": {"shard_size": shard_size, "batch_size": 8, "threads": 2},
-        "decoder": {"sweep": {"tau": [0.2], "eps": [1e-5], "foreground": ["seed"], "split": ["mean"],
-                              "component": ["seed"]}},
-        "probe": {"max_iter": 50},
-        "bootstrap": {"resamples": 1000},
+        "features": {"shard_size": shard_size},  # every other setting: the schema's default, as a run has it
     }
 
 

@@ -1,8 +1,9 @@
 """Benchmark: our linear-probe fit (evaluate.probe.linear.fit_probe) against scikit-learn's lbfgs LogisticRegression.
 
 Both fit the same training tokens with the same objective (mean cross-entropy + weight_decay/2 ||W||^2 on
-standardised tokens; scikit-learn with C = 1 / (weight_decay * N)) and the same stopping rule (lbfgs, tol 1e-4,
-max_iter). Prints both fit times, their ratio (target >= 2x) and both accuracies on held-out tokens.
+standardised tokens; scikit-learn with C = 1 / (weight_decay * N)) and the same stopping rule (lbfgs, the
+workflow's `probe.tol` and `probe.max_iter`). Prints both fit times, their ratio (target >= 2x) and both accuracies
+on held-out tokens.
 
 Default tokens: seeded, random but structured — class centres in 384-d, Zipf-distributed class frequencies,
 Gaussian noise, a random mixing matrix and per-feature log-normal scales (so standardisation matters, as it
@@ -14,9 +15,9 @@ does for ViT tokens). `--features DIR... --annotations JSON` uses real tokens224
     .venv/bin/python bench/probe.py --stream-images 10000   # the pipeline's path at 10,000 images, ours only
 
 `--stream-images N` times what the probe job does with a large probe-train set, without scikit-learn: it writes
-N images' synthetic tokens224 (float16, 81 classes, shards of 100 images, in a temporary folder with sparse
-keys480 files) and times `training_tokens` (streaming the shards, seeded 300,000-token subsample) and
-`fit_probe` separately. The files were just written, so they are read from the page cache.
+N images' synthetic tokens224 (float16, 81 classes, shards of `features.shard_size` images, in a temporary folder
+with sparse keys480 files) and times `training_tokens` (streaming the shards, seeded `probe.max_tokens`-token
+subsample) and `fit_probe` separately. The files were just written, so they are read from the page cache.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from evaluate.probe.labels import IGNORE, class_index, dataset_patch_labels, pro
 from evaluate.probe.linear import fit_probe  # noqa: E402
 
 PROBE = config_defaults("probe")  # the workflow's defaults: the bench times what a run does
+SHARD_SIZE = config_defaults("features")["shard_size"]
+SEED = config_defaults("bootstrap")["seed"]  # the probe's subsample seed (docs/design.md §6)
 
 
 def structured_tokens(n: int, classes: int, seed: int, noise_seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -74,7 +77,7 @@ def real_tokens(feature_dirs: list[str], annotations: str) -> tuple[np.ndarray, 
     return x[keep], y[keep], len(classes) + 1
 
 
-def stream(n_images: int, weight_decay: float, seed: int, shard_size: int = 100, classes: int = 81) -> None:
+def stream(n_images: int, weight_decay: float, seed: int, shard_size: int = SHARD_SIZE, classes: int = 81) -> None:
     """Write n_images' synthetic tokens224 shards, then time training_tokens + fit_probe on them (as the probe job)."""
     import json
     import tempfile
@@ -123,8 +126,9 @@ def main() -> None:
     ap.add_argument("--held-out", type=int, default=30_000, help="held-out tokens for accuracy (synthetic data)")
     ap.add_argument("--classes", type=int, default=21, help="outputs incl. background (synthetic data)")
     ap.add_argument("--weight-decay", type=float, default=PROBE["weight_decay"])
-    ap.add_argument("--max-iter", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-iter", type=int, default=PROBE["max_iter"])
+    ap.add_argument("--seed", type=int, default=SEED, help="the subsample's seed (bootstrap.seed) and the synthetic "
+                    "data's")
     ap.add_argument("--features", nargs="+", help="tokens224 shard folders of one data set (instead of synthetic)")
     ap.add_argument("--annotations", help="COCO annotation JSON of the --features data set")
     ap.add_argument("--stream-images", type=int, help="time the streaming subsample + fit on N images' shards")

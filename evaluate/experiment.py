@@ -11,6 +11,7 @@ Everything here is pure and importable, so `workflow/rules/common.smk` stays a t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from evaluate.plumbing.config import (  # noqa: F401 (re-exported)
     ROLES,
     Checkpoint,
     Dataset,
+    RunTime,
     check_name,
     checkpoint_table,
     dataset_table,
@@ -156,6 +158,21 @@ class Experiment:
     def probe_train_dataset(self) -> str | None:
         names = self.by_role("probe-train")
         return names[0] if names else None
+
+    @cached_property
+    def config_hash(self) -> str:
+        """The run's config hash (`evaluate.plumbing.provenance.config_hash` of the validated config)."""
+        from evaluate.plumbing.provenance import config_hash
+
+        return config_hash(self.config)
+
+    def run_time(self, dataset: str) -> RunTime:
+        """What the jobs of `dataset` read of the config when they run: a rule passes it through `params:`, and it
+        never re-runs a job (`RunTime`, docs/design.md §8)."""
+        entry = self.datasets[dataset]
+        features = self.config["features"]
+        return RunTime(config_hash=self.config_hash, checkpoints=tuple(self.checkpoints), keep=bool(features["keep"]),
+                       workers=int(features["workers"]), roles=entry.roles, sealed=entry.sealed, budget=entry.budget)
 
 
 def config_defaults(section: str) -> dict[str, Any]:

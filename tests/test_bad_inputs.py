@@ -408,7 +408,7 @@ def test_globbed_checkpoint_with_unsafe_run_name_is_reported(tmp_path):
     (tmp_path / "my run").mkdir()
     bad = bi.save_state(tmp_path / "my run" / "checkpoint0010.pth", {"w": torch.zeros(1)})
     with pytest.raises(ConfigError) as info:
-        discover_checkpoints(str(tmp_path / "{run}" / "checkpoint{epoch}.pth"))
+        discover_checkpoints(str(tmp_path / "{run}" / "checkpoint{epoch}.pth"), prefix="", which="teacher")
     assert_names_and_says(info.value, bad, "my run")
 
 

@@ -94,7 +94,7 @@ def test_glob_discovery_reads_run_and_epoch_from_paths(tmp_path):
         folder.mkdir(exist_ok=True)
         (folder / f"checkpoint{epoch:04d}.pth").write_bytes(b"x")
     (tmp_path / "dino" / "checkpoint.pth").write_bytes(b"x")  # no epoch: not matched
-    found = discover_checkpoints(str(tmp_path / "{run}" / "checkpoint{epoch}.pth"))
+    found = discover_checkpoints(str(tmp_path / "{run}" / "checkpoint{epoch}.pth"), prefix="", which="teacher")
     assert [(c.name, c.run, c.epoch) for c in found] == [
         ("dino-ep0005", "dino", 5),
         ("selfpatch-ep0020", "selfpatch", 20),
@@ -104,7 +104,7 @@ def test_glob_discovery_reads_run_and_epoch_from_paths(tmp_path):
 
 def test_glob_pattern_without_fields_is_refused():
     with pytest.raises(ConfigError, match=r"\{run\} and \{epoch\}"):
-        discover_checkpoints("/ckpts/*.pth")
+        discover_checkpoints("/ckpts/*.pth", prefix="", which="teacher")
 
 
 def test_discovered_name_clash_is_refused(tmp_path, shipped_config):

@@ -7,13 +7,16 @@ data sets of two images, one demo checkpoint, a two-setting sweep) for real, the
   the shards' decoded inputs (results/inputs/, made once per data set) are reused, not decoded again;
 - with `features.keep: false` a finished run leaves no keys480/tokens224 behind, its tables equal those of a run
   that kept them, and adding a checkpoint afterwards runs only its jobs and leaves no arrays either; a forced
-  re-selection then re-extracts every shard, and the scoring jobs reuse their records, opening no eval labels;
+  re-selection then reuses its record, re-extracts every shard, and the scoring jobs reuse their records: no label
+  is opened;
+- values read at run time (seal, budget, roles, features.keep, features.workers) re-run nothing;
 - after editing what code in evaluate/ does, the jobs that depend on it re-run; editing a comment re-runs nothing.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -205,16 +208,60 @@ def test_editing_table_code_re_plans_only_tables_and_figures(finished):
     assert jobs == {}, jobs
 
 
-def test_raising_a_budget_re_runs_nothing(finished):
-    """Seal and budget are read at run time: raising a budget must not spend openings or re-extract."""
-    config = yaml.safe_load((finished.work / "config.yaml").read_text())
+def planned_after(ws: Workspace, edit) -> tuple[dict[str, int], str]:
+    """The dry run's jobs and output after `edit(config)` (the config restored afterwards)."""
+    config = yaml.safe_load((ws.work / "config.yaml").read_text())
     original = yaml.safe_dump(config, sort_keys=False)
-    config["datasets"]["val"]["budget"] = 20
-    finished.write_config(config)
+    edit(config)
+    ws.write_config(config)
     try:
-        assert planned_jobs(finished.snakemake("--dry-run")) == {}
+        out = ws.snakemake("--dry-run")
+        return planned_jobs(out), out
     finally:
-        (finished.work / "config.yaml").write_text(original)
+        (ws.work / "config.yaml").write_text(original)
+
+
+# values a job reads when it runs (a RunTime param, docs/design.md §8): each also changes the config's hash, which
+# every record holds, so none of them may re-run a job either; an unsealed data set's ground truth is drawn in the
+# figures again (a param of the figures rule, docs/design.md §11), and nothing else
+RUN_TIME_EDITS = {
+    "a raised budget": (lambda config: config["datasets"]["val"].update(budget=20), {}),
+    "an unsealed data set": (lambda config: config["datasets"]["val"].update(sealed=False),
+                             {"figures": 1, "html_report": 1, "all": 1}),
+    "features dropped": (lambda config: config["features"].update(keep=False), {}),
+    "fewer decoding workers": (lambda config: config["features"].update(workers=1), {}),
+}
+
+
+@pytest.mark.parametrize("edit", list(RUN_TIME_EDITS))
+def test_a_value_read_at_run_time_re_runs_nothing(finished, edit):
+    """Seal, budget, features.keep and features.workers are read at run time: changing them must not spend
+    openings or re-extract."""
+    change, expected = RUN_TIME_EDITS[edit]
+    jobs, _ = planned_after(finished, change)
+    assert jobs == expected, jobs
+
+
+def test_a_new_role_plans_only_the_new_jobs_of_its_data_set(finished):
+    """Roles are read at run time too: giving the probe-train set the eval role scores it, and neither its manifest
+    nor its features nor the probe trained on it are made again."""
+    def also_eval(config: dict) -> None:
+        config["datasets"]["train"]["roles"] = ["probe-train", "eval"]
+
+    jobs, out = planned_after(finished, also_eval)
+    assert jobs.get("decode") == 2 and jobs.get("score_decoder") == 1 and jobs.get("score_probe") == 1, jobs
+    for absent in ("manifest", "preprocess", "extract", "train_probe", "sweep_decode", "select_setting"):
+        assert absent not in jobs, jobs
+    assert set(re.findall(r"dataset=(\w+)", out)) == {"train"}
+
+
+def test_every_record_holds_the_hash_of_the_config_the_run_validated(finished):
+    from evaluate.experiment import load_config
+    from evaluate.plumbing.provenance import config_hash
+
+    expected = config_hash(load_config(yaml.safe_load((finished.work / "config.yaml").read_text())))
+    records = sorted((finished.work / "results" / "ledger" / "records").rglob("*.json"))
+    assert len(records) == 3 and {json.loads(p.read_text())["config_hash"] for p in records} == {expected}
 
 
 # ---- features.keep: false -------------------------------------------------------------------------------------------
@@ -274,20 +321,21 @@ def test_adding_a_checkpoint_with_features_dropped_runs_only_its_jobs(dropped):
     assert planned_jobs(dropped.snakemake("--dry-run")) == {}
 
 
-def test_re_extracting_dropped_features_opens_no_eval_labels_again(dropped):
-    """A forced re-selection re-decodes every checkpoint, which re-extracts its dropped shards and so rewrites the
-    tokens the probe was scored on: the scoring jobs run again, but on the same bytes, so they reuse their records
-    and the sealed eval set's labels are not opened again; only the forced selection opens the select labels."""
-    records = dropped.work / "results" / "ledger" / "records"
-    scored = sorted([*(records / "decoder").rglob("*.json"), *(records / "probe").rglob("*.json")])
-    before = {p: p.read_bytes() for p in scored}
-    openings_file = dropped.work / "results" / "ledger" / "openings.csv"
+def test_a_forced_re_selection_opens_no_labels_again(dropped):
+    """A forced re-selection on the same sweep reuses its record: no select labels are opened, selected.yaml and the
+    sweep table are byte-identical. It still rewrites selected.yaml, so every checkpoint is decoded again, which
+    re-extracts its dropped shards and so rewrites the tokens the probe was scored on: the scoring jobs run again,
+    but on the same bytes, so they reuse their records and the sealed eval set's labels are not opened again."""
+    results = dropped.work / "results"
+    records = results / "ledger" / "records"
+    kept = sorted([*records.rglob("*.json"), results / "decoder" / "selected.yaml", results / "decoder" / "sweep.csv"])
+    before = {p: p.read_bytes() for p in kept}
+    openings_file = results / "ledger" / "openings.csv"
     rows_before = list(csv.DictReader(openings_file.open()))
     jobs = planned_jobs(dropped.snakemake("--dry-run", "--forcerun", "select_setting"))
     assert jobs.get("extract") and jobs.get("score_probe") == 2 and jobs.get("score_decoder") == 2, jobs
-    dropped.snakemake("--forcerun", "select_setting")
-    rows = list(csv.DictReader(openings_file.open()))
-    assert rows[: len(rows_before)] == rows_before
-    assert [(r["dataset"], r["purpose"]) for r in rows[len(rows_before):]] == [("sel", "select")]
-    assert {p: p.read_bytes() for p in scored} == before  # the same records, byte for byte
+    out = dropped.snakemake("--forcerun", "select_setting")
+    assert "rule select_setting:" in out
+    assert list(csv.DictReader(openings_file.open())) == rows_before  # not a row more: nothing opened
+    assert {p: p.read_bytes() for p in kept} == before  # selected.yaml, sweep.csv, every record, byte for byte
     assert feature_arrays(dropped.work) == []

@@ -20,12 +20,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import math
 import os
 import warnings
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from PIL import Image
@@ -39,6 +40,8 @@ from evaluate.plumbing.provenance import sha256_file, sha256_json
 IMAGE_KEYS = ("id", "file_name", "height", "width")
 ANNOTATION_KEYS = ("id", "image_id", "category_id", "segmentation", "iscrowd", "area", "bbox")
 CATEGORY_KEYS = ("id", "name")
+
+log = logging.getLogger("evaluate.datasets.coco")
 
 
 class DatasetError(EvaluationError):
@@ -339,6 +342,18 @@ def dataset_manifest(dataset: CocoDataset, name: str, roles: list[str], shard_si
         )
     dataset.validate_files()
     return {**dataset.manifest(int(shard_size)), "dataset": name}
+
+
+def write_manifest(*, images: str, annotations: str, name: str, roles: Sequence[str], shard_size: int,
+                   out: str | os.PathLike) -> dict:
+    """The manifest job: validate data set `name` (its annotations and every image file) and write its manifest
+    (`dataset_manifest`: sorted ids cut into shards of `shard_size`) to `out`; returns it."""
+    from evaluate.plumbing.atomic import write_json
+
+    manifest = dataset_manifest(CocoDataset(images, annotations), name, list(roles), shard_size)
+    write_json(out, manifest)
+    log.info("%s: %d images in %d shards", name, len(manifest["image_ids"]), len(manifest["shards"]))
+    return manifest
 
 
 def manifest_sizes(manifest: dict) -> dict[int, tuple[int, int]]:

@@ -1,14 +1,14 @@
-"""The job layer: one module per rule file, and the bridge from a Snakemake `script:` to it.
+"""The job layer: one module per rule file, and `run_job`, which the one script adapter hands every job to.
 
-A stage's path is short and one-way: `workflow/rules/<stage>.smk` -> `evaluate/jobs/<stage>.py` (each job function
-turns Snakemake's object into plain typed arguments in its first lines) -> the stage's package, where every line
-that decides a number lives and is unit-tested. Every file in `workflow/scripts/` is three lines: import a job
-function and hand it to `run_job`. Each rule's code hash is computed from the imports of its job function
+A stage's path is short and one-way: `workflow/rules/<stage>.smk` -> `evaluate/jobs/<stage>.py` -> one entry
+function of the stage's package, where every line that decides a number lives and is unit-tested. A job function
+turns Snakemake's object into typed arguments in its first lines, from `params`, `input`, `output`, `wildcards`,
+`threads` and `log` only (never `config`: what a job reads of the config when it runs comes as a `RunTime` param,
+docs/design.md §8), then makes that one call. `workflow/scripts/run_job.py` is the one adapter: every rule names
+its job function in `params.job`. Each rule's code hash is computed from the imports of its job function
 (`evaluate.plumbing.provenance.job_code_hash`).
 
 `run_job`: the job's progress goes to its log file; an `EvaluationError` (bad checkpoint, corrupt image, broken
-annotation, exhausted budget...) ends the job with its one-line message on the console and in the log, with no
-traceback to dig through; any other exception is a bug and keeps its full traceback. The job's progress goes to its log file; an `EvaluationError` (bad checkpoint, corrupt image, broken
 annotation, exhausted budget...) ends the job with its one-line message on the console and in the log, with no
 traceback to dig through; any other exception is a bug and keeps its full traceback.
 """
@@ -61,4 +61,3 @@ def run_job(smk: Any, job: Callable[[Any], None]) -> None:
         sys.stderr = console
         if log_file is not None:
             log_file.close()
-

@@ -12,10 +12,11 @@ log = logging.getLogger("evaluate.jobs.ledger")
 def scores(smk: Any) -> None:
     """scores.csv and scores.parquet rebuilt from every record (never edited by hand)."""
     out_csv, out_parquet = Path(smk.output.csv), Path(smk.output.parquet)
-    records_dir = out_csv.parent / "records"
 
     from evaluate.ledger.scores_table import rebuild_scores
+    from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 
+    records_dir = out_csv.parent / RECORDS_IN_LEDGER  # scores.csv lies in the ledger, beside its records
     n = rebuild_scores(records_dir, out_csv, out_parquet)
     log.info("scores.csv: %d rows", n)
 

@@ -1,11 +1,10 @@
-"""What the scoring jobs share: opening a data set's labels in the run's ledger, a record's identity fields, and
-reusing an eval record whose inputs were scored before (docs/design.md §7).
+"""Scoring on the record: every job that reads labels opens them here, in the run's ledger, and writes its record
+here (docs/design.md §7).
 
-Reuse: Snakemake re-runs a scoring job whenever an input is rewritten, even with the same bytes: with
-`features.keep: false` a re-decode re-extracts the shard, so every probe and decoder score of it would open the eval
-labels again for the same numbers. So each eval record is also kept under its reuse key, the sha256 of everything
-that decides it (the bytes of its input files, the job's code hash and settings, the checkpoint's identity); a job
-whose key is already in `results/ledger/reuse/` writes that record again, byte for byte, and opens no labels.
+A `Scoring` says who is scored on which data set, and what the run's config says of it when the job runs (the data
+set's seal and budget, the config's hash). `open_labels` opens the data set's labels (an openings row);
+`score_on_record` does a whole scoring: it reuses the record of the same inputs, code and settings when one is kept
+(`evaluate.ledger.reuse`), and otherwise opens the labels once, scores, writes the record and keeps it.
 """
 
 from __future__ import annotations
@@ -13,121 +12,135 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from evaluate.plumbing.paths import LEDGER, OPENINGS, SCORE_REUSE
+from evaluate.plumbing.paths import LEDGER
+
+if TYPE_CHECKING:
+    from evaluate.plumbing.config import RunTime
 
 log = logging.getLogger("evaluate.ledger.scoring")
 
 
-def open_labels(config: dict, dataset: Any, dataset_name: str, *, role: str, purpose: str, checkpoint: str,
-                setting: str, n_images: int):
-    """`evaluate.ledger.openings.opening` of a data set of this run, in the run's ledger.
+@dataclass(frozen=True)
+class Scoring:
+    """A checkpoint scored on a data set's labels, as the ledger records it.
 
-    Its seal and budget come from the run's config (read at run time, so raising a budget is recorded, not a
-    reason to re-run jobs). dataset: the opened `CocoDataset` (for its annotations' sha256).
+    checkpoint, run, epoch: the checkpoint's name and where it belongs; features_meta: the `meta.json` of its first
+    feature shard of the data set the job reads, which says what its file was (sha256, architecture); dataset: the
+    data set's name; sealed, budget (None: unlimited), config_hash: what the run's config says when the job runs
+    (`evaluate.plumbing.config.RunTime`).
     """
+
+    checkpoint: str
+    run: str
+    epoch: int
+    features_meta: Path
+    dataset: str
+    sealed: bool
+    budget: int | None
+    config_hash: str
+
+    @classmethod
+    def of(cls, checkpoint: Mapping[str, Any], dataset: str, features_meta: str | os.PathLike,
+           run_time: RunTime) -> Scoring:
+        """From what a scoring rule passes its job: the checkpoint's params (name, run, epoch), the data set's name,
+        the features' meta.json and the run-time values."""
+        return cls(checkpoint=checkpoint["name"], run=checkpoint["run"], epoch=checkpoint["epoch"],
+                   features_meta=Path(features_meta), dataset=dataset, sealed=run_time.sealed,
+                   budget=run_time.budget, config_hash=run_time.config_hash)
+
+
+def open_labels(scoring: Scoring, annotations_sha256: str, *, role: str, purpose: str, setting: str, n_images: int):
+    """`evaluate.ledger.openings.opening` of the scoring's data set in the run's ledger, with its seal and budget
+    (a context manager; set `result_sha256` on what it yields before leaving it)."""
     from evaluate.ledger.openings import opening
 
-    entry = config["datasets"][dataset_name]
     return opening(
-        LEDGER, dataset=dataset_name, role=role, purpose=purpose, checkpoint=checkpoint, setting=setting,
-        n_images=n_images, annotations_sha256=dataset.annotations_sha256, sealed=entry["sealed"],
-        budget=entry.get("budget"),
+        LEDGER, dataset=scoring.dataset, role=role, purpose=purpose, checkpoint=scoring.checkpoint, setting=setting,
+        n_images=n_images, annotations_sha256=annotations_sha256, sealed=scoring.sealed, budget=scoring.budget,
     )
 
 
-def record_identity(config: dict, checkpoint: dict, features_meta: str | os.PathLike, dataset: str, role: str) -> dict:
+def record_identity(scoring: Scoring, role: str) -> dict:
     """The fields every scoring record shares: the checkpoint (name, run, epoch, and its sha256 and architecture as
     the features' meta.json recorded them when the file was read), the data set, the role and the config's hash."""
-    from evaluate.plumbing.atomic import read_json
     from evaluate.ledger.records import ARCHITECTURE_FIELDS
-    from evaluate.plumbing.provenance import config_hash
+    from evaluate.plumbing.atomic import read_json
 
-    meta = read_json(features_meta)
+    meta = read_json(scoring.features_meta)
     return {
-        "checkpoint": checkpoint["name"],
-        "run": checkpoint["run"],
-        "epoch": checkpoint["epoch"],
+        "checkpoint": scoring.checkpoint,
+        "run": scoring.run,
+        "epoch": scoring.epoch,
         "checkpoint_sha256": meta["checkpoint_sha256"],
         **{key: meta.get(key) for key in ARCHITECTURE_FIELDS},
-        "dataset": dataset,
+        "dataset": scoring.dataset,
         "role": role,
-        "config_hash": config_hash(config),
+        "config_hash": scoring.config_hash,
     }
 
 
-def reuse_key(files: Iterable[str | os.PathLike], values: dict) -> str:
-    """sha256 of what decides a record: the bytes of `files`, in order, and `values` (canonical JSON)."""
-    from evaluate.plumbing.provenance import sha256_file, sha256_json
+@dataclass
+class Scored:
+    """What a scoring drew from the labels: the record's `measures` and further record `fields` (e.g. each image's
+    categories); `setting`, the record's setting where the scoring chose it (the selection); `result`, what the
+    opening row hashes where it is not the measures (the selection's sweep table rows), kept beside the record."""
 
-    return sha256_json({"files": [sha256_file(f) for f in files], "values": values})
-
-
-def reusable_record(path: Path, expected: dict) -> dict | None:
-    """The record kept at `path` when it can stand for a new scoring: intact (its hash checks), of the same job
-    (`expected`: kind, checkpoint, dataset, role, setting) and citing an opening row that this ledger's
-    openings.csv holds. None otherwise (absent, or why is logged)."""
-    from evaluate.ledger import LedgerError
-    from evaluate.ledger.openings import read_openings
-    from evaluate.ledger.records import read_record
-
-    if not path.is_file():
-        return None
-    try:
-        record = read_record(path)
-        rows = {row["row_sha256"] for row in read_openings(OPENINGS)}
-    except LedgerError as exc:
-        log.warning("not reusing %s: %s", path, exc)
-        return None
-    differs = [key for key, value in expected.items() if record.get(key) != value]
-    if differs:
-        log.warning("not reusing %s: its %s differ from this job's", path, ", ".join(differs))
-        return None
-    if record["opening_row_sha256"] not in rows:
-        log.warning("not reusing %s: the opening it cites is not in %s", path, OPENINGS)
-        return None
-    return record
+    measures: list[dict]
+    fields: dict = field(default_factory=dict)
+    setting: str | None = None
+    result: Any = None
 
 
-def score_eval_set(config: dict, *, open_dataset: Callable[[], Any], dataset_name: str, checkpoint: dict,
-                   features_meta: str | os.PathLike, kind: str, purpose: str, setting: str, n_images: int,
-                   out_record: str | os.PathLike, decided_by: Iterable[str | os.PathLike], settings: dict,
-                   score: Callable[[Any], tuple[list[dict], dict]]) -> list[dict]:
-    """Score a checkpoint on an eval data set, on the record: open its labels once, run `score(dataset)` (-> the
-    record's measures and any further record fields drawn from the labels, e.g. each image's categories), write the
-    ledger record (kind decoder or probe) with the opening's row hash; return the measures.
+def score_on_record(scoring: Scoring, *, kind: str, role: str, purpose: str, setting: str, n_images: int,
+                    out_record: str | os.PathLike, decided_by: Iterable[str | os.PathLike], settings: dict,
+                    open_dataset: Callable[[], Any], score: Callable[[Any], Scored],
+                    chooses_setting: bool = False) -> tuple[dict, Any]:
+    """Score on the record: reuse the kept record of the same inputs, code and settings, or open the data set's
+    labels once, run `score(dataset)`, write the record (`kind`, `role`) with the opening's row hash and keep it.
+    Returns (the record, its result: what its opening row hashes).
 
-    open_dataset: makes the `CocoDataset` (called only when the record is not reused, so a reused record reads no
+    setting: the opening row's setting, and the record's unless `chooses_setting` (then `score` returns it): a
+      scoring that chooses its setting (the selection) keeps its result beside its record, which holds only the
+      chosen setting's measure.
+    open_dataset: makes the `CocoDataset` (called only when nothing is reused, so a reused record reads no
       annotations); score: everything else that only scoring needs (masks, probe weights) is read inside it.
-
-    decided_by: the input files whose bytes decide the record (features or masks, probe weights, annotations,
-      manifest); settings: the job's code hash and the settings it scores with (bootstrap). With the checkpoint's
-      identity and the setting they make the reuse key (module docstring): a key scored before is not scored again.
+    decided_by: the input files whose bytes decide the record (features or masks, probe weights, sweep shards,
+      annotations, manifest); settings: the job's code hash and the settings it scores with. With the checkpoint's
+      identity, the data set, kind, purpose, setting and image count they make the reuse key
+      (`evaluate.ledger.reuse`); the config's hash stays out of it (a change elsewhere in the config does not change
+      this number).
     """
-    from evaluate.plumbing.atomic import write_bytes
     from evaluate.ledger.records import make_record, write_record
+    from evaluate.ledger.reuse import keep_scoring, kept_scoring, reuse_key
     from evaluate.plumbing.provenance import sha256_json
 
     started = time.time()
-    identity = record_identity(config, checkpoint, features_meta, dataset_name, "eval")
+    identity = record_identity(scoring, role)
     values = {**{k: v for k, v in identity.items() if k != "config_hash"}, "kind": kind, "setting": setting,
               "purpose": purpose, "n_images": int(n_images), "settings": settings}
-    kept = Path(SCORE_REUSE.format(key=reuse_key(decided_by, values)))
-    reused = reusable_record(kept, {k: values[k] for k in ("kind", "checkpoint", "dataset", "role", "setting")})
-    if reused is not None:
-        write_record(out_record, reused, replace=True)
-        log.info("%s: the same inputs, code and settings were scored before; their record is reused from %s, "
-                 "and the labels of %s are not opened again", out_record, kept, dataset_name)
-        return reused["measures"]
+    key = reuse_key(decided_by, values)
+    expected = {k: values[k] for k in ("kind", "checkpoint", "dataset", "role", "setting")}
+    if chooses_setting:  # its record names the setting it chose, not the opening's
+        del expected["setting"]
+    kept = kept_scoring(key, expected, result_beside=chooses_setting)
+    if kept is not None:
+        write_record(out_record, kept.record, replace=True)
+        log.info("%s: the same inputs, code and settings were scored before; their record is reused, and the labels "
+                 "of %s are not opened again", out_record, scoring.dataset)
+        return kept.record, kept.result
     dataset = open_dataset()
-    with open_labels(config, dataset, dataset_name, role="eval", purpose=purpose, checkpoint=checkpoint["name"],
-                     setting=setting, n_images=n_images) as labels:
-        measures, fields = score(dataset)
-        labels.result_sha256 = sha256_json(measures)
-    record = make_record(kind=kind, setting=setting, opening_row_sha256=labels.row_sha256, measures=measures,
-                         started=started, **identity)
-    write_record(out_record, {**record, **fields}, replace=True)
-    write_bytes(kept, Path(out_record).read_bytes())
-    return measures
+    with open_labels(scoring, dataset.annotations_sha256, role=role, purpose=purpose, setting=setting,
+                     n_images=n_images) as labels:
+        scored = score(dataset)
+        result = scored.measures if scored.result is None else scored.result
+        labels.result_sha256 = sha256_json(result)
+    record = make_record(kind=kind, setting=scored.setting if chooses_setting else setting,
+                         opening_row_sha256=labels.row_sha256, measures=scored.measures, started=started, **identity)
+    record = {**record, **scored.fields}
+    write_record(out_record, record, replace=True)
+    keep_scoring(key, out_record, scored.result)
+    return record, result

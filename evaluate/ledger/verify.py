@@ -17,7 +17,7 @@ from evaluate.ledger import LedgerError
 from evaluate.ledger.openings import openings_path, read_openings
 from evaluate.ledger.records import read_record
 from evaluate.ledger.scores_table import rebuild_scores
-from evaluate.plumbing.paths import LEDGER
+from evaluate.plumbing.paths import LEDGER, RECORDS_IN_LEDGER
 
 
 def verify_ledger(ledger_dir: str | os.PathLike) -> dict:
@@ -30,7 +30,7 @@ def verify_ledger(ledger_dir: str | os.PathLike) -> dict:
         raise LedgerError(f"{ledger_dir}: no ledger folder there")
     rows = read_openings(openings_path(ledger_dir))
     by_hash = {r["row_sha256"]: r for r in rows}
-    records_dir = ledger_dir / "records"
+    records_dir = ledger_dir / RECORDS_IN_LEDGER
     paths = sorted(p for p in records_dir.rglob("*.json") if not p.name.startswith(".tmp-")) \
         if records_dir.is_dir() else []
     n_measures = 0
@@ -65,10 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "opening verified")
         else:
             out = args.csv or str(Path(args.ledger_dir) / "scores.csv")
-            n = rebuild_scores(Path(args.ledger_dir) / "records", out, args.parquet)
+            n = rebuild_scores(Path(args.ledger_dir) / RECORDS_IN_LEDGER, out, args.parquet)
             print(f"wrote {out}: {n} rows" + (f" (and {args.parquet})" if args.parquet else ""))
     except EvaluationError as exc:
         print(f"ledger {args.command} failed: {exc}", file=sys.stderr)
         return 1
     return 0
-

@@ -1,6 +1,7 @@
 """The config's checkpoints and data sets as plain tables: names that are safe folder names, checkpoints found by
-glob patterns, data-set roles. A leaf module (it imports nothing of the project's but its errors), so a job that
-needs the run's checkpoint list does not carry the whole experiment in its code hash.
+glob patterns, data-set roles; and what a job reads of the config when it runs (`RunTime`). A leaf module (it
+imports nothing of the project's but its errors), so a job that unpickles a `RunTime` does not carry the whole
+experiment in its code hash.
 
 - Names of checkpoints and data sets become folder names under `results/`; they must match `[A-Za-z0-9._-]+` and
   may not be `.` or `..`.
@@ -22,8 +23,6 @@ NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 ROLES = ("select", "eval", "probe-train")
 
 
-
-
 def check_name(name: str, where: str) -> str:
     """`name` if it is safe as a single path component, else a ConfigError naming `where`."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name in (".", ".."):
@@ -36,24 +35,56 @@ def check_name(name: str, where: str) -> str:
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """A checkpoint of the experiment (config `checkpoints.<name>` or found by `checkpoint_globs`); `demo`: the
+    seeded demo network to generate, or None."""
+
     name: str
     path: str
     run: str
     epoch: int
-    which: str = "teacher"
-    demo: dict | None = None
+    which: str
+    demo: dict | None
 
 
 @dataclass(frozen=True)
 class Dataset:
+    """A data set of the experiment (config `datasets.<name>`); `budget` None: unlimited; `demo`: the demo scenes
+    to draw, or None; `probe`: scored by the probe when it is an eval data set."""
+
     name: str
     images: str
     annotations: str
     roles: tuple[str, ...]
-    sealed: bool = False
-    budget: int | None = None
-    demo: dict | None = None
-    probe: bool = True  # scored by the probe when it is an eval data set (config: datasets.<name>.probe)
+    sealed: bool
+    budget: int | None
+    demo: dict | None
+    probe: bool
+
+
+@dataclass(frozen=True)
+class RunTime:
+    """What a job reads of the config when it runs, never a reason to re-run it (docs/design.md §8).
+
+    A rule passes it through `params:` like any other value, so the job sees only what its rule hands it. Snakemake
+    re-runs a job when a param changes, but compares only params of builtin types (its persistence's
+    `_serialize_param_builtin` leaves any other object out of the comparison), so an instance of this class reaches
+    the job and never re-runs it: raising a budget, sealing a data set, giving it a role, dropping features
+    (`features.keep`), changing `features.workers`, adding a checkpoint or editing anything else of the config
+    plans no job again.
+
+    config_hash: the run's config hash, recorded in every ledger record (§7); checkpoints: every checkpoint of the
+    run (an extract job drops a shard's decoded inputs once each has the shard); keep, workers: `features.keep` and
+    `features.workers`; roles, sealed, budget: the job's data set's roles, seal and budget (None: unlimited), read
+    when its labels are opened.
+    """
+
+    config_hash: str
+    checkpoints: tuple[str, ...]
+    keep: bool
+    workers: int
+    roles: tuple[str, ...]
+    sealed: bool
+    budget: int | None
 
 
 def _pattern_regex(pattern: str) -> tuple[str, re.Pattern]:
@@ -73,7 +104,7 @@ def _pattern_regex(pattern: str) -> tuple[str, re.Pattern]:
     return glob_form, re.compile("^" + regex + "$")
 
 
-def discover_checkpoints(pattern: str, prefix: str = "", which: str = "teacher") -> list[Checkpoint]:
+def discover_checkpoints(pattern: str, *, prefix: str, which: str) -> list[Checkpoint]:
     """Checkpoints whose paths match `pattern` (with `{run}` and `{epoch}` fields), sorted by run then epoch."""
     glob_form, regex = _pattern_regex(pattern)
     found = []
@@ -84,7 +115,7 @@ def discover_checkpoints(pattern: str, prefix: str = "", which: str = "teacher")
         run, epoch = m.group("run"), int(m.group("epoch"))
         check_name(run, f"checkpoint_globs: the run read from {path!r} by pattern {pattern!r}:")
         name = check_name(f"{prefix}{run}-ep{epoch:04d}", f"checkpoint discovered from {path}:")
-        found.append(Checkpoint(name=name, path=path, run=run, epoch=epoch, which=which))
+        found.append(Checkpoint(name=name, path=path, run=run, epoch=epoch, which=which, demo=None))
     return sorted(found, key=lambda c: (c.run, c.epoch))
 
 
@@ -102,8 +133,8 @@ def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
             which=entry["which"],
             demo=entry.get("demo"),
         )
-    for spec in config.get("checkpoint_globs") or []:
-        for ckpt in discover_checkpoints(spec["pattern"], spec["prefix"], spec["which"]):
+    for spec in config["checkpoint_globs"]:
+        for ckpt in discover_checkpoints(spec["pattern"], prefix=spec["prefix"], which=spec["which"]):
             if ckpt.name in table:
                 raise ConfigError(
                     f"config.yaml: checkpoint name {ckpt.name!r} from pattern {spec['pattern']!r} "
@@ -118,14 +149,16 @@ def dataset_table(config: dict[str, Any]) -> dict[str, Dataset]:
     table = {}
     for name, entry in (config.get("datasets") or {}).items():
         check_name(name, "datasets:")
-        roles = tuple(entry.get("roles") or ())
+        roles = tuple(entry["roles"])
         for role in roles:
             if role not in ROLES:
-                raise ConfigError(f"config.yaml: datasets.{name}.roles: unknown role {role!r} (known: {', '.join(ROLES)})")
+                raise ConfigError(f"config.yaml: datasets.{name}.roles: unknown role {role!r} "
+                                  f"(known: {', '.join(ROLES)})")
         sealed = bool(entry["sealed"])
         budget = entry.get("budget")
         if sealed and budget is None:
-            raise ConfigError(f"config.yaml: datasets.{name} is sealed but has no 'budget' (how often its labels may be opened)")
+            raise ConfigError(f"config.yaml: datasets.{name} is sealed but has no 'budget' (how often its labels may "
+                              "be opened)")
         table[name] = Dataset(
             name=name,
             images=str(entry["images"]),

@@ -36,14 +36,18 @@ PROBE_TRAINING = f"{RESULTS}/probe/{{checkpoint}}/training.json"
 
 # stage 5: the ledger, tables, figures, report
 LEDGER = f"{RESULTS}/ledger"
-RECORD_IN_LEDGER = "records/{kind}/{checkpoint}/{dataset}.json"
+RECORDS_IN_LEDGER = "records"
+RECORD_IN_LEDGER = f"{RECORDS_IN_LEDGER}/{{kind}}/{{checkpoint}}/{{dataset}}.json"
+RECORDS = f"{LEDGER}/{RECORDS_IN_LEDGER}"
 RECORD = f"{LEDGER}/{RECORD_IN_LEDGER}"
 SWEEP_RECORD = RECORD.replace("{kind}", "sweep")
 DECODER_RECORD = RECORD.replace("{kind}", "decoder")
 PROBE_RECORD = RECORD.replace("{kind}", "probe")
 OPENINGS = f"{LEDGER}/openings.csv"
-# a copy of each eval record under the key of what decided it, so a re-run on the same inputs opens no labels
+# a copy of each scoring's record under the key of what decided it, so a re-run on the same inputs opens no labels;
+# beside it, the result its opening row hashes where the record does not hold it (the selection's sweep table rows)
 SCORE_REUSE = f"{LEDGER}/reuse/{{key}}.json"
+SCORE_REUSE_RESULT = f"{LEDGER}/reuse/{{key}}.result.json"
 SCORES_CSV = f"{LEDGER}/scores.csv"
 SCORES_PARQUET = f"{LEDGER}/scores.parquet"
 TABLES = f"{RESULTS}/tables"
@@ -55,7 +59,3 @@ DEMO_CHECKPOINT = f"{RESULTS}/demo/checkpoints/{{checkpoint}}.pth"
 DEMO_DATASET = f"{RESULTS}/demo/datasets/{{dataset}}"
 DEMO_ANNOTATIONS = f"{DEMO_DATASET}/annotations.json"
 DEMO_IMAGES = f"{DEMO_DATASET}/images"
-
-# logs and benchmarks of a rule's job: logs/{rule}/{wildcards}.log, benchmarks/{rule}/{wildcards}.tsv
-LOGS = "logs"
-BENCHMARKS = "benchmarks"

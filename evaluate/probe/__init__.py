@@ -1,5 +1,6 @@
 """The linear probe on tokens224 (docs/design.md §6): its labels (`labels`: classes by name, label maps, patch
-labels), the probe and its fit (`linear`) and its scores on eval images (`scores`).
+labels), the probe and its fit (`linear`), its scores on eval images (`scores`), and the entries of its jobs, trained
+and scored on the record (`protocol`).
 """
 
 from evaluate import EvaluationError

@@ -8,7 +8,7 @@ A shard folder holds
     meta.json                      checkpoint sha256 and format, manifest sha256, transforms, code and library
                                    versions, dtype; written LAST, so its presence marks a complete shard
 
-in `feature_dtype` (float16 by default, float32 for precision checks). Every file is written under a temporary
+in the config's `features.dtype` (float16, or float32 for precision checks). Every file is written under a temporary
 name and renamed (`evaluate.plumbing.atomic`); the arrays are filled batch by batch in a preallocated memory-mapped .npy,
 so memory does not grow with the shard.
 
@@ -153,7 +153,7 @@ def extract_inputs(
                         raise FeatureError(
                             f"{out}: {kind} of image id(s) {bad} are not finite in {dtype} "
                             f"(largest magnitude {np.nanmax(np.abs(values)):.4g}); "
-                            "try feature_dtype float32 or check the checkpoint"
+                            "set features.dtype to float32 in config.yaml, or check the checkpoint"
                         )
                     arrays[kind][start:end] = cast
                 start = end

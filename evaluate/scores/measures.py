@@ -103,7 +103,6 @@ def stats_array(per_image: Sequence[Any], reducer: str, n_classes: int | None = 
     raise MeasureError(f"unknown reducer {reducer!r} (one of {', '.join(REDUCERS)})")
 
 
-
 def decoder_measures(dataset: Any, results: Sequence[dict], *, resamples: int, seed: int) -> list[dict]:
     """The decoder's measures of one eval data set: Jaccard and CorLoc (per image, bootstrapped), AP, AP50, AR@10.
 

@@ -4,14 +4,20 @@ docs/design.md §5. The sweep's grid masks (`decoders.shards`) of the reference 
 are scored against its labels: per image, the union of a setting's masks at the image's own size against the
 non-crowd ground truth (`evaluate.scores.masks.jaccard`; images without non-crowd ground truth are left out). The
 selected setting is the one of highest mean Jaccard; among equal means the first in the grid's order.
+
+`select_setting` is the select job's entry: the labels opened once on the record (`evaluate.ledger.scoring`), or
+the earlier selection's record reused when its inputs, code and settings are the same, then `selected.yaml`, the
+sweep table and the sweep record written.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
+import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -21,6 +27,11 @@ from evaluate.scores.measures import PERCENT
 from evaluate.scores import ScoreError
 from evaluate.scores.bootstrap import bootstrap_ci
 from evaluate.scores.masks import jaccard
+
+if TYPE_CHECKING:
+    from evaluate.ledger.scoring import Scoring
+
+log = logging.getLogger("evaluate.scores.selection")
 
 
 @dataclass
@@ -93,3 +104,66 @@ def rows_csv(rows: Sequence[dict]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+def selection_summary(rows: Sequence[dict], setting: str, *, decoder: Any, opening_row_sha256: str) -> dict:
+    """selected.yaml's content: the chosen `setting` (its fields through the decoder's `Settings`), its mean Jaccard
+    and interval, data set, checkpoint and image counts from its sweep table row, the number of settings, and the
+    selection's opening row."""
+    best = next(row for row in rows if row["setting"] == setting)
+    settings = decoder.Settings.from_name(setting)
+    return {
+        "decoder": decoder.NAME, "name": settings.name, "settings": settings.to_dict(),
+        "jaccard": best["value"], "ci_low": best["ci_low"], "ci_high": best["ci_high"],
+        "dataset": best["dataset"], "checkpoint": best["checkpoint"], "n_images": best["n_images"],
+        "n_left_out": best["n_left_out"], "n_settings": len(rows), "opening_row_sha256": opening_row_sha256,
+    }
+
+
+def select_setting(scoring: Scoring, *, decoder: dict, sweep_files: Sequence[str | os.PathLike],
+                   manifest_file: str | os.PathLike, images: str, annotations: str, resamples: int, seed: int,
+                   code: str, out_selected: str | os.PathLike, out_table: str | os.PathLike,
+                   out_record: str | os.PathLike) -> dict:
+    """The select job: open the select data set's labels once, score every setting of the sweep, keep the best by
+    mean Jaccard; write `selected.yaml` (returned), the sweep table and the sweep record (docs/design.md §5, §7).
+
+    scoring: the reference checkpoint on the select data set; decoder: the config's `decoder` section (its name and
+    the grid the sweep shards hold); sweep_files: the sweep shards in shard order; code: the job's code hash.
+    A re-run on byte-identical sweep shards, manifest and annotations with the same decoder, code and bootstrap
+    writes the earlier record, sweep table and selected.yaml again, byte for byte, and opens no labels.
+    """
+    import yaml
+
+    from decoders import get_decoder, sweep_settings
+    from evaluate.datasets.coco import CocoDataset, manifest_sizes
+    from evaluate.ledger.scoring import Scored, score_on_record
+    from evaluate.plumbing.atomic import read_json, write_text
+    from evaluate.scores.measures import make_measure
+
+    chosen = get_decoder(decoder["name"])
+    manifest = read_json(manifest_file)
+    sweep_files = [str(f) for f in sweep_files]
+
+    def select(dataset: Any) -> Scored:
+        sweep = sweep_jaccard(dataset, sweep_files, manifest_sizes(manifest))
+        best = best_setting(sweep, annotations)
+        rows = sweep_rows(sweep, decoder=chosen, checkpoint=scoring.checkpoint, dataset=scoring.dataset,
+                          resamples=resamples, seed=seed)
+        measure = make_measure("jaccard", image_ids=sweep.image_ids, per_image=sweep.table[:, best].tolist(),
+                               reducer="mean", n_left_out=len(sweep.left_out), resamples=resamples, seed=seed)
+        return Scored(measures=[measure], setting=sweep.settings[best], result=rows)
+
+    record, rows = score_on_record(
+        scoring, kind="sweep", role="select", purpose="select",
+        setting=f"sweep of {len(sweep_settings(decoder))} settings", n_images=len(manifest["image_ids"]),
+        out_record=out_record, decided_by=[*sweep_files, manifest_file, annotations],
+        settings={"code": code, "decoder": chosen.NAME, "resamples": resamples, "seed": seed},
+        open_dataset=lambda: CocoDataset(images, annotations), score=select, chooses_setting=True,
+    )
+    write_text(out_table, rows_csv(rows))
+    selected = selection_summary(rows, record["setting"], decoder=chosen,
+                                 opening_row_sha256=record["opening_row_sha256"])
+    write_text(out_selected, yaml.safe_dump(selected, sort_keys=False))
+    log.info("selected %s: Jaccard %.2f [%.2f, %.2f] on %d images", selected["name"], selected["jaccard"],
+             selected["ci_low"], selected["ci_high"], selected["n_images"])
+    return selected

@@ -66,10 +66,20 @@ def feature_output(pattern):
 
 
 def dataset_params(name):
-    """Where a data set lives. Its roles, seal and budget are read from the config at run time, so changing them
-    (raising a budget, say) re-runs nothing."""
+    """Where a data set lives. Its roles, seal and budget come in `run_time`, so changing them (raising a budget,
+    say) re-runs nothing."""
     d = DATASETS[name]
     return {"name": name, "images": d.images, "annotations": d.annotations}
+
+
+def run_time(dataset):
+    """What the jobs of `dataset` read of the config when they run: a `RunTime`, which reaches the job through
+    `params:` and never re-runs it (Snakemake compares only params of builtin types; docs/design.md §8)."""
+    return EXP.run_time(dataset) if dataset else None
+
+
+def run_time_of(wildcards):
+    return run_time(wildcards.dataset)
 
 
 def checkpoint_params(name):

@@ -47,6 +47,7 @@ rule select_setting:
         checkpoint=checkpoint_params(REFERENCE),
         decoder=config["decoder"],
         bootstrap=config["bootstrap"],
+        run_time=run_time(SELECT_DATASET),
         job=JOBS["select_setting"],
         code=CODE["select_setting"],
     script:
@@ -118,6 +119,7 @@ rule score_decoder:
         checkpoint=checkpoint_of,
         dataset=dataset_of,
         bootstrap=config["bootstrap"],
+        run_time=run_time_of,
         job=JOBS["score_decoder"],
         code=CODE["score_decoder"],
     script:

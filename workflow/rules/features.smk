@@ -13,6 +13,7 @@ checkpoint manifest:
     params:
         dataset=dataset_of,
         shard_size=config["features"]["shard_size"],
+        run_time=run_time_of,
         job=JOBS["manifest"],
         code=CODE["manifest"],
     script:
@@ -67,6 +68,7 @@ rule extract:
         which=which_of,
         dataset=dataset_of,
         features={k: config["features"][k] for k in ("batch_size", "dtype", "device", "autocast")},
+        run_time=run_time_of,
         job=JOBS["extract"],
         code=CODE["extract"],
     script:

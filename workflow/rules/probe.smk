@@ -22,6 +22,7 @@ rule train_probe:
         dataset=dataset_params(PROBE_TRAIN_DATASET) if PROBE_TRAIN_DATASET else None,
         probe=config["probe"],
         bootstrap=config["bootstrap"],
+        run_time=run_time(PROBE_TRAIN_DATASET),
         job=JOBS["train_probe"],
         code=CODE["train_probe"],
     script:
@@ -48,6 +49,7 @@ rule score_probe:
         checkpoint=checkpoint_of,
         dataset=dataset_of,
         bootstrap=config["bootstrap"],
+        run_time=run_time_of,
         job=JOBS["score_probe"],
         code=CODE["score_probe"],
     script:
