@@ -26,7 +26,7 @@ from evaluate.readings.geometry import PATCH
 from evaluate.readings.images import normalise_pixels, normalised_levels
 
 VIDEO_MEAN = (0.485, 0.456, 0.406)  # DINO's eval_video_segmentation.py `color_normalize`
-VIDEO_STD = (0.228, 0.224, 0.225)  # (its std differs from ImageNet's 0.229 in the first channel: kept, so numbers compare)
+VIDEO_STD = (0.228, 0.224, 0.225)  # ImageNet says 0.229 for red; DINO's 0.228 is kept, so numbers compare
 LONG_SIDE_MULTIPLE = 64  # DINO rounds the long side down to a multiple of this
 VIDEO_LEVELS = normalised_levels(VIDEO_MEAN, VIDEO_STD)
 
