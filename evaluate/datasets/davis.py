@@ -23,9 +23,10 @@ mask ("rest").
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,19 +93,25 @@ def _frames_in(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in FRAME_SUFFIXES)
 
 
-def frame_size(path: str | os.PathLike) -> tuple[int, int]:
-    """(width, height) of a frame after its EXIF orientation, from the file's header (no decoding)."""
-    path = Path(path)
+@contextlib.contextmanager
+def _opened(path: Path, what: str) -> Iterator[Image.Image]:
+    """PIL's image of a frame or mask file; a missing, unidentifiable or corrupt file is one line naming it."""
     try:
         with Image.open(path) as img:
-            width, height = img.size
-            orientation = img.getexif().get(_ORIENTATION, 1)
+            yield img
     except FileNotFoundError:
-        raise VideoDatasetError(f"{path}: frame not found") from None
+        raise VideoDatasetError(f"{path}: {what} not found") from None
     except UnidentifiedImageError:
         raise VideoDatasetError(f"{path}: not an image (PIL cannot identify its format)") from None
     except _BROKEN as exc:
-        raise VideoDatasetError(f"{path}: corrupt frame, cannot be read: {exc}") from None
+        raise VideoDatasetError(f"{path}: corrupt {what}, cannot be read: {exc}") from None
+
+
+def frame_size(path: str | os.PathLike) -> tuple[int, int]:
+    """(width, height) of a frame after its EXIF orientation, from the file's header (no decoding)."""
+    with _opened(Path(path), "frame") as img:
+        width, height = img.size
+        orientation = img.getexif().get(_ORIENTATION, 1)
     return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
 
 
@@ -116,17 +123,10 @@ def read_mask(path: str | os.PathLike, *, result: bool = False) -> np.ndarray:
     other mode, a file that is not a PNG, or a corrupt one is a VideoDatasetError naming the file.
     """
     path = Path(path)
-    try:
-        with Image.open(path) as img:
-            img.load()
-            mode, fmt = img.mode, img.format
-            ids = np.array(img, dtype=np.uint8) if mode in (PALETTE_MODE, *GRAYSCALE_MODES) else None
-    except FileNotFoundError:
-        raise VideoDatasetError(f"{path}: mask not found") from None
-    except UnidentifiedImageError:
-        raise VideoDatasetError(f"{path}: not an image (PIL cannot identify its format)") from None
-    except _BROKEN as exc:
-        raise VideoDatasetError(f"{path}: corrupt mask, cannot be read: {exc}") from None
+    with _opened(path, "mask") as img:
+        img.load()
+        mode, fmt = img.mode, img.format
+        ids = np.array(img, dtype=np.uint8) if mode in (PALETTE_MODE, *GRAYSCALE_MODES) else None
     if fmt != "PNG":
         raise VideoDatasetError(f"{path}: a mask must be a PNG file, this is {fmt}")
     if ids is None:
