@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 from videos import moving_shapes, small_davis, write_sequence
 
-from evaluate import ConfigError
+from evaluate import ConfigError, EvaluationError
 from evaluate.datasets.davis import DavisDataset, VideoSequence, read_mask
 from evaluate.networks.registry import REGISTRY
 from evaluate.video import propagate
@@ -275,3 +275,22 @@ def test_a_frame_of_another_size_is_named(tmp_path):
     Image.new("RGB", (208, 96)).save(seq.frames[3])
     with pytest.raises(PropagationError, match=r"shapes2/00003\.jpg: frame is 208 x 96 px .* 200 x 96"):
         propagate_sequence(PatchColours(), seq, _settings(height=64), tmp_path / "out")
+
+
+def test_propagation_reads_no_mask_but_the_first(tmp_path):
+    root = small_davis(tmp_path / "davis")
+    seq = DavisDataset(root).sequence("shapes2")
+    for mask in seq.masks[1:]:
+        mask.write_bytes(b"labels that propagation must not open")
+    run = propagate_sequence(PatchColours(), seq, _settings(height=64), tmp_path / "out")
+    assert run.n_frames == 6 and len(list((tmp_path / "out").glob("*.png"))) == 6
+
+
+def test_a_corrupt_frame_is_named(tmp_path):
+    root = small_davis(tmp_path / "davis")
+    seq = DavisDataset(root).sequence("shapes2")
+    data = seq.frames[2].read_bytes()
+    seq.frames[2].write_bytes(data[: len(data) // 3])
+    with pytest.raises(EvaluationError, match=r"shapes2/00002\.jpg: corrupt or truncated image"):
+        propagate_sequence(PatchColours(), seq, _settings(height=64), tmp_path / "out")
+    assert not list((tmp_path / "out").glob(".tmp-*"))  # nothing half-written
