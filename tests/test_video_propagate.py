@@ -159,6 +159,25 @@ def test_weights_that_tie_at_the_kth_are_all_kept():
     np.testing.assert_allclose(ours[0][0], [0.5, 0.0, 0.5], atol=1e-6)
 
 
+def test_a_near_tie_below_float32_resolution_is_decided_as_in_exact_arithmetic():
+    # sources 4 and 5 differ by one float32 ulp in one coordinate: their cosines with the query differ by ~1e-8,
+    # below what a float32 product resolves; exactly one of them is the 5th largest, and its label must win alone
+    rng = np.random.default_rng(7)
+    query = rng.standard_normal(16).astype(np.float32)
+    near = [query + 0.02 * (i + 1) * rng.standard_normal(16).astype(np.float32) for i in range(4)]
+    sources = np.stack([*near, query + 0.3 * rng.standard_normal(16).astype(np.float32)])  # the twins: farthest
+    twin = sources[4].copy()
+    twin[3] = np.nextafter(twin[3], np.float32(np.inf))
+    frame0 = np.vstack([sources, twin[None]]).astype(np.float32)  # a 1 x 6 grid
+    frame1 = np.vstack([query[None], rng.standard_normal((5, 16))]).astype(np.float32)
+    first_ids = np.array([0, 0, 0, 0, 1, 2])
+    features = np.stack([frame0, frame1])
+    ours = _run(features, first_ids, 3, (1, 6), _settings(neighbourhood=0, n_last_frames=0, topk=5))
+    theirs = reference_soft_labels(features.astype(np.float64), first_ids, 3, (1, 6), 0, 5, 0, 0.1)
+    assert (theirs[0][0, 1] > 0) != (theirs[0][0, 2] > 0)  # one of the twins kept, not both
+    np.testing.assert_allclose(ours[0], theirs[0], atol=1e-6)
+
+
 def test_the_blocks_hold_exactly_the_neighbourhood_window(monkeypatch):
     for grid, radius, tile in [((30, 52), 12, 16), ((9, 13), 2, 4), ((5, 3), 1, 2), ((4, 6), 0, 16)]:
         monkeypatch.setattr(propagate, "TILE", tile)

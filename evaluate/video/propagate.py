@@ -18,8 +18,9 @@ The same numbers, computed in less time and memory than DINO's code: the window 
 operations (`tiles`: blocks of TILE x TILE query patches, each with the box of source patches that holds its windows
 and a mask of the box's sources outside them; together exactly `neighbourhood_window`), so only the boxes are
 matched, never the full affinity of every context frame; and a query's weights come from its k largest cosines
-(exp is monotone), except where another cosine lies so close to the k-th that exp could round the two to one value,
-or where the window holds fewer than k sources: those queries take DINO's rule over all their sources.
+(exp is monotone), except where another cosine lies so close to the k-th that float32 rounding could order the two
+either way (`tie_margin`) or the window holds fewer than k sources: those queries take DINO's rule in float64 on the
+tokens as given, over the sources that can matter.
 
 `propagate_sequence` runs a network frame by frame on `frames480` (one frame decoded at a time; memory holds the
 context, never the whole video) and writes one index PNG per frame under the frame's own name, each atomically;
@@ -55,7 +56,16 @@ from evaluate.readings.images import open_rgb
 
 log = logging.getLogger("evaluate.video.propagate")
 TILE = 16  # query patches per block side (speed only: every block is matched with the box around its windows)
-TIE_MARGIN = 1e-5  # a cosine within TIE_MARGIN * temperature of the k-th largest: the query takes DINO's rule itself
+
+
+def tie_margin(width: int) -> float:
+    """Twice the worst rounding of a float32 cosine of two L2-normalised width-wide tokens: (4 width + 8) 2^-24.
+
+    Normalising errs by at most (width / 2 + 2) units of roundoff per component, the dot product by width units
+    (over any summation order), so a cosine errs by at most (2 width + 4) 2^-24; two cosines closer than twice that
+    may be ordered either way by float32 (4.6e-5 for 384-wide tokens).
+    """
+    return (4 * width + 8) * 2.0**-24
 
 
 class PropagationError(EvaluationError):
@@ -181,10 +191,11 @@ class Propagator:
     first_features: frame 0's tokens (N, D) float; first_labels: its one-hot at patch resolution (C, N) float32;
     grid: (gh, gw), N = gh * gw. `step(features)` propagates to the next frame and queues it.
 
-    The context lives in two preallocated stores, one slot per context frame (slot 0: frame 0; slots 1..n_last_frames:
-    the previous frames, the oldest overwritten first): normalised features (S, gh, gw, D) and soft labels
-    (S, gh, gw, C). Each query block (`tiles`) is matched with its source box in every context frame at once, so
-    only boxes around the windows are computed, never the full affinity; the weights are DINO's.
+    The context lives in preallocated stores, one slot per context frame (slot 0: frame 0; slots 1..n_last_frames:
+    the previous frames, the oldest overwritten first): tokens as given and L2-normalised, (S, gh, gw, D) float32
+    each, and soft labels (S, gh, gw, C) float32. Each query block (`tiles`) is matched with its source box in every
+    context frame at once, so only boxes around the windows are computed, never the full affinity; the weights are
+    DINO's (`_weighted`).
     """
 
     def __init__(self, first_features: Tensor, first_labels: Tensor, grid: tuple[int, int],
@@ -201,9 +212,11 @@ class Propagator:
         device = first_features.device
         width, channels = first_features.shape[1], first_labels.shape[0]
         slots = 1 + settings.n_last_frames
+        self.tokens = torch.zeros(slots, gh, gw, width, device=device)
         self.features = torch.zeros(slots, gh, gw, width, device=device)
         self.labels = torch.zeros(slots, gh, gw, channels, device=device)
-        self.features[0] = F.normalize(first_features.float(), dim=1, p=2).view(gh, gw, width)
+        self.tokens[0] = first_features.float().view(gh, gw, width)
+        self.features[0] = F.normalize(self.tokens[0], dim=-1, p=2)
         self.labels[0] = first_labels.float().T.reshape(gh, gw, channels).to(device)
         self.tiles = [tile if tile.outside is None else Tile(tile.rows, tile.cols, tile.source_rows,
                                                                 tile.source_cols, tile.outside.to(device))
@@ -221,49 +234,77 @@ class Propagator:
         width = self.features.shape[-1]
         if tuple(features.shape) != (gh * gw, width):
             raise ValueError(f"features must be ({gh * gw}, {width}), got {tuple(features.shape)}")
-        query = F.normalize(features.float(), dim=1, p=2).view(gh, gw, width)
+        tokens = features.float().view(gh, gw, width)
+        query = F.normalize(tokens, dim=-1, p=2)
         used = 1 + self.queued  # slots in use: frame 0, then the previous frames
         soft = torch.empty(gh, gw, self.channels, device=query.device)
         for tile in self.tiles:
-            q = query[tile.rows, tile.cols].reshape(-1, width)
-            sources = self.features[:used, tile.source_rows, tile.source_cols].reshape(-1, width)
-            labels = self.labels[:used, tile.source_rows, tile.source_cols].reshape(-1, self.channels)
             block = (tile.rows.stop - tile.rows.start, tile.cols.stop - tile.cols.start, self.channels)
-            soft[tile.rows, tile.cols] = self._weighted(q, sources, labels, tile.outside, used).view(block)
+            soft[tile.rows, tile.cols] = self._weighted(tile, tokens, query, used).view(block)
         if self.settings.n_last_frames:
+            self.tokens[self.next_slot] = tokens
             self.features[self.next_slot] = query
             self.labels[self.next_slot] = soft
             self.queued = min(self.queued + 1, self.settings.n_last_frames)
             self.next_slot = 1 + self.next_slot % self.settings.n_last_frames
         return soft.view(gh * gw, self.channels).T
 
-    def _weighted(self, q: Tensor, sources: Tensor, labels: Tensor, outside: Tensor | None, used: int) -> Tensor:
-        """DINO's weights of queries q (nq, D) over sources (L, D) with labels (L, C): soft labels (nq, C).
+    def _box(self, store: Tensor, tile: Tile, used: int) -> Tensor:
+        """A store's values of the tile's source box in every slot in use: (used * R * W, last axis)."""
+        return store[:used, tile.source_rows, tile.source_cols].reshape(-1, store.shape[-1])
+
+    def _weighted(self, tile: Tile, tokens: Tensor, query: Tensor, used: int) -> Tensor:
+        """DINO's weights for the tile's queries: their soft labels (nq, C) float32.
 
         DINO's rule: w = exp(cos / temperature), 0 outside the window; keep w >= the k-th largest, divide by the
-        sum. exp is monotone, so the kept weights are those of the k largest cosines unless another cosine lies
-        within `TIE_MARGIN` x temperature of the k-th (exp may round the two to one value, which DINO would keep
-        too) or fewer than k sources are in the window: those queries are weighted by the rule itself, over all
-        their sources; all others from their k largest cosines alone.
+        sum. exp is monotone, so the kept weights are those of the k largest cosines: computed so, from the
+        normalised float32 tokens, for every query whose k-th largest cosine stands more than `tie_margin` (twice
+        float32's worst rounding of a cosine) above the next. The others, a near tie that rounding could decide
+        either way, or a window of fewer than k sources, take the rule itself in float64 (`_exact`).
         """
-        settings = self.settings
-        cos = q @ sources.T  # (nq, L), L = used * box: the box of every context frame, slot by slot
-        if outside is not None:
-            cos.view(q.shape[0], used, -1).masked_fill_(outside, -math.inf)
-        k = min(settings.topk, cos.shape[1])
+        width = query.shape[-1]
+        q = query[tile.rows, tile.cols].reshape(-1, width)
+        labels = self._box(self.labels, tile, used)
+        cos = q @ self._box(self.features, tile, used).T  # (nq, used * R * W): the box of every context frame
+        if tile.outside is not None:
+            cos.view(q.shape[0], used, -1).masked_fill_(tile.outside, -math.inf)
+        k = min(self.settings.topk, cos.shape[1])
         top, index = torch.topk(cos, k, dim=1)  # (nq, k), largest first
-        near = (cos >= top[:, -1:] - TIE_MARGIN * settings.temperature).sum(dim=1) > k
-        weights = torch.exp(top / settings.temperature)
+        kth = top[:, -1:]
+        near = (cos >= kth - tie_margin(width)).sum(dim=1) > k
+        weights = torch.exp(top / self.settings.temperature)
         weights /= weights.sum(dim=1, keepdim=True)
         soft = torch.einsum("qk,qkc->qc", weights, labels[index])
         rows = torch.nonzero(near).flatten()
-        if rows.numel():  # the rule itself, over every source of these queries
-            aff = torch.exp(cos[rows] / settings.temperature)
-            kth = torch.topk(aff, k, dim=1).values[:, -1:]
-            aff.masked_fill_(aff < kth, 0.0)
-            aff /= aff.sum(dim=1, keepdim=True)
-            soft[rows] = aff @ labels
+        if rows.numel():
+            own = tokens[tile.rows, tile.cols].reshape(-1, width)[rows]
+            soft[rows] = self._exact(tile, own, cos[rows], kth[rows], labels, k)
         return soft
+
+    def _exact(self, tile: Tile, own: Tensor, cos: Tensor, kth: Tensor, labels: Tensor, k: int) -> Tensor:
+        """DINO's rule in float64 on the tokens as given, for queries whose own tokens are `own` (n, D).
+
+        cos (n, L) and kth (n, 1): their float32 cosines over the box (-inf outside the window) and k-th largest;
+        labels (L, C) the box's. Only sources whose float32 cosine lies within `tie_margin` of the k-th can be among
+        the k largest in exact arithmetic: their tokens are gathered from the store and matched in float64.
+        Returns soft labels (n, C) float32.
+        """
+        margin = tie_margin(own.shape[-1])
+        count = int((cos >= kth - margin).sum(dim=1).max())
+        value, index = torch.topk(cos, count, dim=1)  # (n, K): every candidate, and perhaps a few more
+        candidate = (value >= kth - margin) & (value > -math.inf)
+        box = (tile.source_rows.stop - tile.source_rows.start) * (tile.source_cols.stop - tile.source_cols.start)
+        box_width = tile.source_cols.stop - tile.source_cols.start
+        slot, within = index // box, index % box
+        sources = self.tokens[slot, tile.source_rows.start + within // box_width,
+                              tile.source_cols.start + within % box_width]  # (n, K, D)
+        exact = torch.einsum("nd,nkd->nk", F.normalize(own.double(), dim=-1, p=2),
+                             F.normalize(sources.double(), dim=-1, p=2))
+        aff = torch.exp(exact.masked_fill(~candidate, -math.inf) / self.settings.temperature)
+        cut = torch.topk(aff, min(k, count), dim=1).values[:, -1:]
+        aff.masked_fill_(aff < cut, 0.0)
+        aff /= aff.sum(dim=1, keepdim=True)
+        return torch.einsum("nk,nkc->nc", aff, labels[index].double()).float()
 
 
 def labels_from_soft(soft: Tensor, grid: tuple[int, int], size: tuple[int, int]) -> np.ndarray:
