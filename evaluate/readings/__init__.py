@@ -1,3 +1,4 @@
 """What leaves a network: the readings' geometry (`geometry`), images and their two transforms (`images`), a
-shard's inputs decoded once (`inputs`) and the feature shards keys480 and tokens224 (`features`).
+shard's inputs decoded once (`inputs`), the feature shards keys480 and tokens224 (`features`), and the video
+reading frames480 (`frames`).
 """
