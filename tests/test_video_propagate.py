@@ -23,6 +23,7 @@ from evaluate.video.propagate import (
     labels_from_soft,
     neighbourhood_window,
     one_hot,
+    one_thread,
     propagate_sequence,
     tiles,
 )
@@ -313,3 +314,15 @@ def test_a_corrupt_frame_is_named(tmp_path):
     with pytest.raises(EvaluationError, match=r"shapes2/00002\.jpg: corrupt or truncated image"):
         propagate_sequence(PatchColours(), seq, _settings(height=64), tmp_path / "out")
     assert not list((tmp_path / "out").glob(".tmp-*"))  # nothing half-written
+
+
+def test_the_step_runs_on_one_cpu_thread_and_gives_the_threads_back():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError), one_thread(torch.device("cpu")):
+            assert torch.get_num_threads() == 1
+            raise RuntimeError("a failing step")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

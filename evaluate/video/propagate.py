@@ -30,10 +30,12 @@ their one home).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
@@ -66,6 +68,20 @@ def tie_margin(width: int) -> float:
     may be ordered either way by float32 (4.6e-5 for 384-wide tokens).
     """
     return (4 * width + 8) * 2.0**-24
+
+
+@contextlib.contextmanager
+def one_thread(device: torch.device) -> Iterator[None]:
+    """torch's CPU operations on one thread inside the block (on another device, nothing changes)."""
+    threads = torch.get_num_threads()
+    if device.type != "cpu" or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class PropagationError(EvaluationError):
@@ -229,7 +245,15 @@ class Propagator:
         return int(self.labels.shape[-1])
 
     def step(self, features: Tensor) -> Tensor:
-        """Soft labels (C, N) float32 of the frame whose tokens are `features` (N, D); the frame joins the queue."""
+        """Soft labels (C, N) float32 of the frame whose tokens are `features` (N, D); the frame joins the queue.
+
+        On the CPU the step runs on one thread (`one_thread`): its few dozen small operations gain little from
+        more, and on a busy machine each would wait for every thread to be scheduled.
+        """
+        with one_thread(features.device):
+            return self._step(features)
+
+    def _step(self, features: Tensor) -> Tensor:
         gh, gw = self.grid
         width = self.features.shape[-1]
         if tuple(features.shape) != (gh * gw, width):
