@@ -1,2 +1,2 @@
-"""Labelled data sets: COCO instances (`coco`).
+"""Labelled data sets: COCO instances (`coco`) and DAVIS-layout videos (`davis`).
 """

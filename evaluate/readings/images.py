@@ -99,31 +99,32 @@ def open_rgb(path: str | os.PathLike) -> Image.Image:
     return rgb
 
 
-def _normalised_levels() -> np.ndarray:
+def normalised_levels(mean: tuple[float, float, float], std: tuple[float, float, float]) -> np.ndarray:
     """(3, 256) float32: channel c's value for pixel level v, (v / 255 - mean[c]) / std[c] in float32."""
     levels = np.arange(256, dtype=np.uint8)[:, None].astype(np.float32) / np.float32(255.0)
-    mean = np.asarray(IMAGENET_MEAN, dtype=np.float32)
-    std = np.asarray(IMAGENET_STD, dtype=np.float32)
-    return np.ascontiguousarray(((levels - mean) / std).T)
+    mean_ = np.asarray(mean, dtype=np.float32)
+    std_ = np.asarray(std, dtype=np.float32)
+    return np.ascontiguousarray(((levels - mean_) / std_).T)
 
 
-NORMALISED_LEVELS = _normalised_levels()
+NORMALISED_LEVELS = normalised_levels(IMAGENET_MEAN, IMAGENET_STD)
 _CHANNEL_OFFSETS = (np.arange(3, dtype=np.uint16) * 256)[:, None, None]
 
 
-def normalise_pixels(pixels: np.ndarray) -> torch.Tensor:
-    """uint8 RGB pixels (..., H, W, 3) -> (..., 3, H, W) float32, (pixel / 255 - mean) / std per channel (ImageNet).
+def normalise_pixels(pixels: np.ndarray, levels: np.ndarray = NORMALISED_LEVELS) -> torch.Tensor:
+    """uint8 RGB pixels (..., H, W, 3) -> (..., 3, H, W) float32, (pixel / 255 - mean) / std per channel.
 
     A uint8 channel has 256 levels, so each level's float32 value is computed once, by exactly that arithmetic
-    (`NORMALISED_LEVELS`), and looked up: the same bits as computing every pixel, at a fraction of the cost. One
-    image or a batch gives the same values.
+    (`normalised_levels`), and looked up: the same bits as computing every pixel, at a fraction of the cost. One
+    image or a batch gives the same values. `levels` is the (3, 256) table of the reading's mean and std: ImageNet's
+    (`NORMALISED_LEVELS`) by default; the video reading passes its own (`evaluate.readings.frames`).
     """
     pixels = np.asarray(pixels)
     if pixels.dtype != np.uint8 or pixels.ndim < 3 or pixels.shape[-1] != 3:
         raise ValueError(f"expected uint8 RGB pixels (..., H, W, 3), got {pixels.dtype} {pixels.shape}")
     index = np.moveaxis(pixels, -1, -3).astype(np.uint16, order="C")  # channel first; level + 256 * channel indexes the table
     index += _CHANNEL_OFFSETS
-    return torch.from_numpy(NORMALISED_LEVELS.reshape(-1)[index])
+    return torch.from_numpy(levels.reshape(-1)[index])
 
 
 def normalise(img: Image.Image) -> torch.Tensor:
