@@ -77,6 +77,16 @@ def test_logit_entropy_equals_minus_sum_a_ln_a_written_out():
     assert torch.allclose(row_entropy(logits.softmax(-1)), logit_row_entropy(logits), atol=1e-12)
 
 
+def test_half_precision_queries_and_keys_are_read_in_float32():
+    """Under autocast the network hands float16 q and k to the tap: the rows are still computed in float32."""
+    gen = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 3, 16, 8, generator=gen).half()
+    k = torch.randn(2, 3, 16, 8, generator=gen).half()
+    entropy = qk_row_entropy(q, k)
+    assert entropy.dtype == torch.float32
+    assert torch.equal(entropy, qk_row_entropy(q.float(), k.float()))
+
+
 # ------------------------------------------------------------------------------------------------- a network by hand
 
 
