@@ -78,6 +78,7 @@ bench: setup
 	$(PY) bench/probe.py
 	$(PY) bench/memory.py
 	$(PY) bench/scale.py
+	$(PY) bench/attention.py
 
 slurm-test: setup
 	bash workflow/profiles/slurm/slurm-test.sh

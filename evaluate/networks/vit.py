@@ -21,6 +21,10 @@ Two readings leave the network (docs/design.md §3):
   order. Only LN1 and the key third of block 12's `qkv` run; block 12's attention and MLP are skipped, since
   nothing of them reaches the keys.
 
+`model.tokens_tapped(x, tap)` is `tokens(x)`, bit for bit, while `tap(block, q, k)` sees the queries and keys every
+block's attention used: what the attention-spread reading (`evaluate.attention`, docs/design.md §13) is computed from,
+in the same pass. `patch_attention = True` says the family's attention weighs patches against patches.
+
 Attention goes through `attention` below, which calls `torch.nn.functional.scaled_dot_product_attention`
 (numerically plain softmax attention, without materialising the N x N weights on the fused CPU kernels).
 """
@@ -35,6 +39,10 @@ from torch import Tensor, nn
 
 from evaluate import EvaluationError
 from evaluate.readings.geometry import PATCH, TOKENS224_GRID, WIDTH
+
+# Sees one block's attention queries and keys: tap(block index 0.., q, k), q and k (B, heads, N, d) as the attention
+# used them; it must not change them (`VisionTransformer.tokens_tapped`).
+AttentionTap = Callable[[int, Tensor, Tensor], None]
 
 EMBED_DIM = WIDTH
 DEPTH = 12
@@ -141,6 +149,7 @@ class Attention(nn.Module):
         self.head_dim = dim // num_heads
         self.qkv = nn.Linear(dim, dim * 3, bias=True)
         self.proj = nn.Linear(dim, dim)
+        self.tap: Callable[[Tensor, Tensor], None] | None = None  # tap(q, k), set for one pass by `tokens_tapped`
 
     def forward(self, x: Tensor) -> Tensor:
         """x: (B, N, C) -> (B, N, C)."""
@@ -148,6 +157,8 @@ class Attention(nn.Module):
         qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
         out = attention(q, k, v)  # (B, heads, N, d)
+        if self.tap is not None:
+            self.tap(q, k)
         return self.proj(out.transpose(1, 2).reshape(B, N, C))
 
     def keys(self, x: Tensor) -> Tensor:
@@ -315,6 +326,8 @@ class AugBlock(Block):
         out = F.linear(self.norm1(x), *self._fused("attn"))
         qkv = out[..., : 3 * C].reshape(B, N, 3, self.attn.num_heads, self.attn.head_dim).permute(2, 0, 3, 1, 4)
         heads = attention(qkv[0], qkv[1], qkv[2]).transpose(1, 2).reshape(B, N, C)
+        if self.attn.tap is not None:
+            self.attn.tap(qkv[0], qkv[1])
         x = x + self.attn.proj(heads) + self._shortcut_sum(out[..., 3 * C :])
         if self.scale != 1.0:
             x = x * self.scale
@@ -339,6 +352,8 @@ class VisionTransformer(nn.Module):
     21,664,128 parameters. State-dict names are DINO's: `patch_embed.proj.*`, `pos_embed`,
     `blocks.{i}.{norm1,attn.qkv,attn.proj,norm2,mlp.fc1,mlp.fc2}.*`.
     """
+
+    patch_attention = True  # its attention rows weigh patches: the attention-spread reading exists (§13)
 
     def __init__(
         self,
@@ -401,6 +416,18 @@ class VisionTransformer(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Same as `tokens`."""
         return self.tokens(x)
+
+    def tokens_tapped(self, x: Tensor, tap: AttentionTap) -> Tensor:
+        """`tokens(x)`, bit for bit, while `tap(i, q, k)` sees block i's (0..11, in order) queries and keys, each
+        (B, heads, H/16 * W/16, d) as its attention used them, once the attention's output is computed."""
+        attentions = [block.attn for block in self.blocks]
+        try:
+            for i, attn in enumerate(attentions):
+                attn.tap = lambda q, k, i=i: tap(i, q, k)
+            return self.tokens(x)
+        finally:
+            for attn in attentions:
+                attn.tap = None
 
     def last_keys(self, x: Tensor) -> Tensor:
         """Block 12's keys W_k LN1(z) + b_k: (B, 3, H, W) float32 -> (B, H/16 * W/16, 384) float32.

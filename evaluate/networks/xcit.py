@@ -20,6 +20,9 @@ puts it there). The two readings, as for the ViT family (`evaluate.networks.vit`
 - `model.tokens(x)` (also `model(x)`): block 12's output, (B, N, 384) float32;
 - `model.last_keys(x)`: block 12's keys `k = W_k LN1(z) + b_k` per token, with bias, BEFORE XCA's normalisation,
   (B, N, 384) float32, 8 heads of 48 in head order. Only LN1 and the key third of block 12's `qkv` run.
+
+The attention-spread reading (docs/design.md §13) does not exist here: XCA's rows weigh 48 channels against 48
+channels, never a patch against the patches, so `patch_attention = False` and the network has no `tokens_tapped`.
 """
 
 from __future__ import annotations
@@ -219,6 +222,8 @@ class XCiT(nn.Module):
     norm2,mlp.fc1,mlp.fc2,gamma1,gamma3,gamma2}`, plus the BatchNorm buffers (`running_mean`, `running_var`,
     `num_batches_tracked`).
     """
+
+    patch_attention = False  # XCA attends across channels, not patches: no attention-spread reading (§13)
 
     def __init__(self, embed_dim: int = EMBED_DIM, depth: int = DEPTH, num_heads: int = HEADS,
                  mlp_hidden: int = MLP_HIDDEN, eta: float = ETA):

@@ -3,7 +3,9 @@
 docs/design.md §6-7. A measure with a `reducer` keeps the unit-free per-image inputs of `evaluate.scores.bootstrap`
 (Jaccard in [0, 1], [num, den] pairs, sparse confusions [[true, pred, count], ...]) and reports value and interval
 in percent (PERCENT x reducer), so tables and paired bootstraps are rebuilt from records alone. A measure without a
-reducer (mask AP) carries its value only.
+reducer (mask AP) carries its value only. A measure whose unit is not a percentage (the attention entropy, in nats:
+docs/design.md §13) is reported as `scale` x reducer and says so in its entry's `scale` field; every other entry has
+no such field and its scale is PERCENT (`measure_scale`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def make_measure(
     resamples: int | None = None,
     seed: int | None = None,
     level: float = 0.95,
+    scale: float = PERCENT,
 ) -> dict:
     """A record's measure entry.
 
@@ -51,6 +54,8 @@ def make_measure(
     [[true, pred, count], ...]) and value, ci_low, ci_high are PERCENT x `bootstrap_ci` (every bootstrappable
     measure is reported in percent; an undefined interval is null). `value` must then be None. Without a reducer
     (e.g. mask AP) `value` is required, the interval is null and `per_image` may be empty.
+    scale: what the reducer is multiplied by (PERCENT unless the per-image values are already in the measure's unit,
+    e.g. 1.0 for an entropy in nats); any other scale is recorded in the entry as `scale`.
     """
     lo = hi = None
     if reducer is not None:
@@ -66,15 +71,23 @@ def make_measure(
                                "seed (config.yaml: bootstrap)")
         if len(image_ids):
             stats, scores_reducer = stats_array(per_image, reducer)
-            v, lo, hi = (PERCENT * x for x in bootstrap_ci(stats, scores_reducer, resamples=resamples, seed=seed,
-                                                          level=level))
+            v, lo, hi = (scale * x for x in bootstrap_ci(stats, scores_reducer, resamples=resamples, seed=seed,
+                                                        level=level))
             value, lo, hi = _finite_or_none(v), _finite_or_none(lo), _finite_or_none(hi)
     elif value is None:
         raise MeasureError(f"measure {measure}: a measure without a reducer needs its value")
-    return plain_json({
+    entry = {
         "measure": measure, "value": value, "ci_low": lo, "ci_high": hi, "n_images": len(image_ids),
         "n_left_out": n_left_out, "reducer": reducer, "image_ids": list(image_ids), "per_image": list(per_image),
-    })
+    }
+    if scale != PERCENT:
+        entry["scale"] = float(scale)
+    return plain_json(entry)
+
+
+def measure_scale(entry: dict) -> float:
+    """What a measure entry's reducer is multiplied by to give its value: its `scale` field, else PERCENT."""
+    return float(entry.get("scale", PERCENT))
 
 
 def stats_array(per_image: Sequence[Any], reducer: str, n_classes: int | None = None) -> tuple[np.ndarray, str]:

@@ -1,0 +1,108 @@
+"""The attention-spread reading through a network (docs/design.md §13), in the pass that gives tokens224.
+
+For every block and head of the ViT-S/16 family (plain, LayerScale, Aug-ViT) the attention rows are
+softmax(q k^T / 8) over the patches (backbone form: no class token; 196 at 224 px). Each row's entropy H (nats,
+`evaluate.attention.entropy`) is reduced per image to two numbers per (block, head): the mean over rows of H, and
+the mean over rows of e^H / N (the share of the N patches the row is worth). The queries and keys are those the
+network's own attention used (`VisionTransformer.tokens_tapped`), so the tokens that come out are `tokens(x)` bit
+for bit.
+
+XCiT-S12/16 has no such rows (its attention weighs channels against channels): `patch_attention` is False there and
+`tokens_and_spread` gives the tokens with None for the reading, never an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from evaluate.attention import AttentionError
+from evaluate.attention.entropy import qk_row_entropy
+
+
+@dataclass(frozen=True)
+class AttentionSpread:
+    """Per image and (block, head), means over the attention rows.
+
+    entropy: (B, blocks, heads) float32, the mean over rows of H in nats, in [0, ln N].
+    spread: (B, blocks, heads) float32, the mean over rows of e^H / N, in [1 / N, 1].
+    """
+
+    entropy: Tensor
+    spread: Tensor
+
+
+def gives_attention_spread(model: nn.Module) -> bool:
+    """Whether `model` has attention rows over patches (the ViT family: True; XCiT: False)."""
+    return bool(getattr(model, "patch_attention", False))
+
+
+def image_row_means(row_entropy: Tensor) -> tuple[Tensor, Tensor]:
+    """(mean over rows of H, mean over rows of e^H / N): row_entropy (B, heads, N) float32 nats -> two (B, heads)."""
+    n = row_entropy.shape[-1]
+    return row_entropy.mean(-1), (row_entropy.exp() / n).mean(-1)
+
+
+class _SpreadTap:
+    """Collects each block's per-image row means, block by block (an `evaluate.networks.vit.AttentionTap`)."""
+
+    def __init__(self) -> None:
+        self.entropy: list[Tensor] = []
+        self.spread: list[Tensor] = []
+
+    def __call__(self, block: int, q: Tensor, k: Tensor) -> None:
+        if block != len(self.entropy):
+            raise AttentionError(f"attention tap: block {block} arrived after {len(self.entropy)} blocks")
+        entropy, spread = image_row_means(qk_row_entropy(q, k))
+        self.entropy.append(entropy)
+        self.spread.append(spread)
+
+    def result(self, blocks: int) -> AttentionSpread:
+        if len(self.entropy) != blocks:
+            raise AttentionError(f"attention tap: {len(self.entropy)} blocks seen, the network has {blocks}")
+        return AttentionSpread(torch.stack(self.entropy, 1), torch.stack(self.spread, 1))
+
+
+def tokens_and_spread(model: nn.Module, x: Tensor) -> tuple[Tensor, AttentionSpread | None]:
+    """Block 12's output and the attention-spread reading from one forward pass.
+
+    x: (B, 3, H, W) float32, sides multiples of 16 (224 x 224 for tokens224). Returns (tokens (B, N, 384) float32,
+    equal bit for bit to `model.tokens(x)`; the reading, entropy and spread each (B, blocks, heads) float32), or
+    (tokens, None) for a network without patch attention (XCiT).
+    """
+    if not gives_attention_spread(model):
+        return model.tokens(x), None
+    tap = _SpreadTap()
+    tokens = model.tokens_tapped(x, tap)
+    return tokens, tap.result(len(model.blocks))
+
+
+def attention_rows(model: nn.Module, x: Tensor, patch: int, block: int = -1) -> Tensor:
+    """The attention weights of one query patch in one block, per head: what a head looks at from `patch`.
+
+    x: (B, 3, H, W) float32; patch: the query's index in the grid, row by row (0 .. N - 1; at 224 px the centre
+    patch (7, 7) is 7 * 14 + 7 = 105); block: 0-based, negative from the end (default the last). Returns
+    (B, heads, N) float32, each row softmax(q_patch k^T / sqrt(d)) over the N patches, summing to 1.
+    """
+    if not gives_attention_spread(model):
+        raise AttentionError(f"{type(model).__name__} has no attention over patches (its attention runs across "
+                             "channels): there are no attention rows to show")
+    depth = len(model.blocks)
+    index = block + depth if block < 0 else block
+    if not 0 <= index < depth:
+        raise AttentionError(f"attention rows: block {block} out of range for {depth} blocks")
+    rows: list[Tensor] = []
+
+    def tap(i: int, q: Tensor, k: Tensor) -> None:
+        if i == index:
+            if not 0 <= patch < q.shape[-2]:
+                raise AttentionError(f"attention rows: patch {patch} out of range for {q.shape[-2]} patches")
+            with torch.autocast(q.device.type, enabled=False):
+                query = q[:, :, patch : patch + 1].float() * q.shape[-1] ** -0.5
+                rows.append((query @ k.float().transpose(-2, -1)).softmax(-1)[:, :, 0])
+
+    with torch.inference_mode():
+        model.tokens_tapped(x, tap)
+    return rows[0]
