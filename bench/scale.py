@@ -132,13 +132,15 @@ def main(argv: list[str] | None = None) -> int:
         def today_extract() -> None:
             for i, model in enumerate(models):
                 extract_shard(model, dataset, net_ids, root / "today" / f"c{i}", batch_size=args.batch,
-                              dtype=FEATURES["dtype"], threads=args.threads)
+                              dtype=FEATURES["dtype"], threads=args.threads,
+                               precision=FEATURES["precision"])
 
         def shared_extract() -> None:
             folder = preprocess_shard(dataset, net_ids, root / "inputs", workers=args.workers)
             for i, model in enumerate(models):
                 extract_inputs(model, StoredInputs(folder, expected_ids=net_ids), root / "features" / f"c{i}",
-                               batch_size=args.batch, dtype=FEATURES["dtype"], threads=args.threads)
+                               batch_size=args.batch, dtype=FEATURES["dtype"], threads=args.threads,
+                               precision=FEATURES["precision"])
 
         with torch.inference_mode():
             models[0].last_keys(torch.zeros(1, 3, 480, 480))  # warm-up: first-call allocations off the clock

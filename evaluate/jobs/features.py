@@ -78,7 +78,6 @@ def extract(smk: Any) -> None:
         log.info("%s is gone (features.keep false drops it): decoding the images here", inputs_folder)
     loaded = load_backbone(checkpoint_file, which=which)
     device = resolve_device(features["device"])
-    autocast = bool(features["autocast"]) and device.startswith("cuda")
     meta = {
         "checkpoint": checkpoint_name,
         "checkpoint_path": str(checkpoint_file),
@@ -90,10 +89,9 @@ def extract(smk: Any) -> None:
         "manifest_sha256": manifest["manifest_sha256"],
         "shard": shard,
         "device": device,
-        "autocast": autocast,
     }
     extract_inputs(loaded.model, inputs, out_dir, batch_size=int(features["batch_size"]), dtype=features["dtype"],
-                   device=device, threads=threads, meta=meta, autocast=autocast)
+                   device=device, threads=threads, precision=features["precision"], meta=meta)
     if not keep:  # the decoded inputs go too, once every checkpoint of the run has this shard's features
         siblings = [paths.FEATURES_META.format(checkpoint=c, dataset=dataset_name, shard=shard)
                     for c in checkpoint_table(config)]

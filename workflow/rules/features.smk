@@ -66,7 +66,7 @@ rule extract:
     params:
         which=which_of,
         dataset=dataset_of,
-        features={k: config["features"][k] for k in ("batch_size", "dtype", "device", "autocast")},
+        features={k: config["features"][k] for k in ("batch_size", "dtype", "device", "precision")},
         job=JOBS["extract"],
         code=CODE["extract"],
     script:
