@@ -172,6 +172,17 @@ def test_reader_values_of_handmade_shards(tmp_path):
 
 
 @pytest.mark.badinput
+@pytest.mark.badinput
+def test_reader_refuses_shards_of_different_precisions(tmp_path):
+    """A data set's shards extracted in bfloat16 and in float32 are two runs mixed, like two checkpoints."""
+    a = fake_shard(tmp_path / "a", [5], precision="float32")
+    b = fake_shard(tmp_path / "b", [6], precision="bfloat16")
+    assert FeatureReader([a, fake_shard(tmp_path / "c", [7], precision="float32")]).image_ids == [5, 7]
+    with pytest.raises(FeatureError, match="'precision' differs from .*'bfloat16' vs 'float32'") as info:
+        FeatureReader([a, b])
+    assert str(b / "meta.json") in str(info.value)
+
+
 def test_reader_incomplete_shard(tmp_path):
     shard = fake_shard(tmp_path / "s", [1], meta=False)
     with pytest.raises(FeatureError, match="incomplete") as info:
