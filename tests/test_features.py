@@ -368,3 +368,21 @@ def test_reader_of_tokens_alone_needs_no_keys(shards):
         reader.keys480(0)
     with pytest.raises(FeatureError, match="unknown feature kind"):
         FeatureReader([copy], kinds=("keys224",))
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="reads the process's memory maps (Linux)")
+def test_a_pass_over_the_shards_keeps_no_shard_mapped(tmp_path):
+    """iter_shards maps each shard anew and keeps none, so a pass over a data set (the probe's) holds one shard's
+    pages, not the whole data set's (docs/design.md §10)."""
+    import gc
+
+    shards = [fake_shard(tmp_path / name, [i]) for i, name in enumerate(("a", "b", "c"))]
+    reader = FeatureReader(shards, kinds=("tokens224",))
+    seen = 0
+    for _, array in reader.iter_shards("tokens224"):
+        assert str(array.filename) in Path("/proc/self/maps").read_text()  # the shard being read is mapped
+        seen += int(array.shape[0])
+    del array
+    gc.collect()
+    mapped = Path("/proc/self/maps").read_text()
+    assert seen == 3 and not [s for s in shards if str(s / "tokens224.npy") in mapped]

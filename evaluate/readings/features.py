@@ -324,12 +324,17 @@ class FeatureReader:
         shard = bisect_right(self._starts, i) - 1
         return shard, i - self._starts[shard]
 
-    def _array(self, shard: int, kind: str) -> np.ndarray:
+    def _open(self, shard: int, kind: str) -> np.ndarray:
+        """Shard `shard`'s array of `kind`, memory-mapped read-only."""
         if kind not in self.kinds:
             raise FeatureError(f"feature kind {kind!r} was not opened; this reader holds {', '.join(self.kinds)}")
+        return np.load(self.shard_dirs[shard] / f"{kind}.npy", mmap_mode="r", allow_pickle=False)
+
+    def _array(self, shard: int, kind: str) -> np.ndarray:
+        """`_open`, kept for the reader's row-by-row access."""
         key = (shard, kind)
         if key not in self._mmaps:
-            self._mmaps[key] = np.load(self.shard_dirs[shard] / f"{kind}.npy", mmap_mode="r", allow_pickle=False)
+            self._mmaps[key] = self._open(shard, kind)
         return self._mmaps[key]
 
     def _get(self, kind: str, i: int) -> np.ndarray:
@@ -355,9 +360,12 @@ class FeatureReader:
         return self._get("tokens224", i)
 
     def iter_shards(self, kind: str) -> Iterator[tuple[list[int], np.ndarray]]:
-        """Yield (image_ids, memmap (n, N, 384) in the stored dtype) per shard, in order."""
+        """Yield (image_ids, memmap (n, N, 384) in the stored dtype) per shard, in order.
+
+        Each shard is mapped anew and not kept by the reader: once the caller lets go of it, its pages leave the
+        process, so a pass over a data set holds one shard's pages, however many shards it has."""
         for shard, ids in enumerate(self._ids):
-            yield list(ids), self._array(shard, kind)
+            yield list(ids), self._open(shard, kind)
 
 
 def resolve_device(device: str) -> str:
