@@ -47,8 +47,8 @@ def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
         dataset = CocoDataset(coco_mini / "images", coco_mini / annotations_file)
         manifest = dataset.manifest(32)
         dirs = [
-            extract_shard(seeded_backbone, dataset, ids, root / split / f"{n:03d}", batch_size=8, dtype="float16", precision="float32",
-                          meta={"manifest_sha256": manifest["manifest_sha256"]})
+            extract_shard(seeded_backbone, dataset, ids, root / split / f"{n:03d}", batch_size=8, dtype="float16",
+                          precision="float32", meta={"manifest_sha256": manifest["manifest_sha256"]})
             for n, ids in enumerate(manifest["shards"])
         ]
         out[split] = (dataset, manifest, dirs)

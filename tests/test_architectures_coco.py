@@ -29,8 +29,8 @@ def test_seeded_checkpoint_of_each_new_architecture_extracts_real_photos(coco_mi
     manifest = dataset.manifest(N_IMAGES)
     ids = list(reversed(manifest["shards"][0]))  # not sorted: the row order must follow the given ids
     loaded = load_backbone(make_demo_checkpoint(tmp_path / f"{architecture}.pth", fmt, 3, architecture))
-    out = extract_shard(loaded.model, dataset, ids, tmp_path / "shard", batch_size=2, dtype="float16", precision="float32",
-                        meta={"checkpoint_sha256": loaded.sha256, **loaded.architecture_meta()})
+    out = extract_shard(loaded.model, dataset, ids, tmp_path / "shard", batch_size=2, dtype="float16",
+                        precision="float32", meta={"checkpoint_sha256": loaded.sha256, **loaded.architecture_meta()})
     assert json.loads((out / "image_ids.json").read_text()) == ids
     meta = json.loads((out / "meta.json").read_text())
     assert (meta["architecture"], meta["head_layout"]) == (architecture, head_layout)

@@ -101,8 +101,8 @@ def test_extraction_from_decoded_inputs_on_cuda_matches_cpu(models, tmp_path):
     folder = preprocess_shard(dataset, [1, 2, 3, 4, 5], tmp_path / "inputs", workers=2)
     out = {}
     for name, model, device in (("cpu", cpu, "cpu"), ("cuda", gpu, "cuda")):
-        out[name] = extract_inputs(model, StoredInputs(folder), tmp_path / name, batch_size=2, dtype="float32", precision="float32",
-                                   device=device)
+        out[name] = extract_inputs(model, StoredInputs(folder), tmp_path / name, batch_size=2, dtype="float32",
+                                   device=device, precision="float32")
     for kind in ("keys480", "tokens224"):
         ref = torch.from_numpy(np.load(out["cpu"] / f"{kind}.npy"))
         got = torch.from_numpy(np.load(out["cuda"] / f"{kind}.npy"))

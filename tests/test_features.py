@@ -156,7 +156,8 @@ def fake_shard(root: Path, ids: list[int], dtype="float16", keys_shape=None, met
     np.save(root / "tokens224.npy", np.full((n, 196, 384), base, dtype=dtype))
     write_json(root / "image_ids.json", ids)
     if meta:
-        write_json(root / "meta.json", {"dtype": str(np.dtype(dtype)), "checkpoint_sha256": "x", "precision": precision})
+        write_json(root / "meta.json", {"dtype": str(np.dtype(dtype)), "checkpoint_sha256": "x",
+                                        "precision": precision})
     return root
 
 
