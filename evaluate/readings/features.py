@@ -194,8 +194,9 @@ def network_precision(precision: str, device: str) -> contextlib.AbstractContext
     float32: no autocast, and on CUDA no TF32 (cuDNN's default for convolutions), so float32 means float32.
     bfloat16: `torch.autocast(device type, bfloat16)`, on the CPU and CUDA; where the CPU has no bfloat16 matrix
     instructions it runs, but slower than float32, and a warning says so. float16: `torch.autocast("cuda",
-    float16)`; refused on the CPU (FeatureError). TF32 stays off under autocast too: the network's float32 islands
-    (LayerNorm, softmax, position tables; `evaluate.networks.vit`) are then float32 on every device.
+    float16)`; refused on the CPU (FeatureError). TF32 stays off under autocast too, so what stays float32 under
+    autocast (the position tables, the keys' last projection: `evaluate.networks.vit.float32_island`; LayerNorm,
+    which reads the float32 residual stream) is float32 on every device.
     """
     if precision not in PRECISIONS:
         raise FeatureError(f"features.precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
