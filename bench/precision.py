@@ -32,7 +32,9 @@ average before and after is printed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -47,6 +49,7 @@ sys.path.insert(0, str(REPO))
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 
 from bench.memory import pooled_subset  # noqa: E402
+from bench.scale import FEATURES, add_job_options  # noqa: E402
 from decoders import get_decoder  # noqa: E402
 from decoders.shards import decode_keys  # noqa: E402
 from evaluate.datasets.coco import CocoDataset  # noqa: E402
@@ -58,7 +61,7 @@ from evaluate.readings.features import FeatureReader, extract_inputs, resolve_de
 from evaluate.readings.geometry import KINDS  # noqa: E402
 from evaluate.readings.inputs import StoredInputs, model_batches, preprocess_shard  # noqa: E402
 
-FEATURES, DECODER = config_defaults("features"), config_defaults("decoder")
+DECODER = config_defaults("decoder")
 PROBE, BOOTSTRAP = config_defaults("probe"), config_defaults("bootstrap")
 PRECISIONS = ("float32", "bfloat16")
 READINGS = {"keys480": "last_keys", "tokens224": "tokens"}
@@ -143,20 +146,14 @@ def half_width(measure: dict) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8, help="val images, and train images for the probe (8)")
-    parser.add_argument("--architectures", nargs="+", default=list(reversed(ARCHITECTURES)), choices=ARCHITECTURES)
-    parser.add_argument("--batch", type=int, default=FEATURES["batch_size"],
-                        help=f"images per forward pass (features.batch_size, {FEATURES['batch_size']})")
-    parser.add_argument("--threads", type=int, default=FEATURES["threads"],
-                        help=f"torch threads (features.threads, {FEATURES['threads']})")
-    parser.add_argument("--workers", type=int, default=FEATURES["workers"],
-                        help=f"decoding processes (features.workers, {FEATURES['workers']})")
+    parser.add_argument("--architectures", nargs="+", default=list(reversed(ARCHITECTURES)), choices=ARCHITECTURES,
+                        help="which seeded checkpoints (default: all four)")
+    add_job_options(parser, "--batch", "--threads", "--workers")
     parser.add_argument("--device", default=FEATURES["device"], help=f"features.device ({FEATURES['device']})")
     args = parser.parse_args(argv)
     if not (COCO_MINI / "annotations.json").is_file():
         print(f"bench/precision.py needs {COCO_MINI} (coco2017-mini); it is absent here", file=sys.stderr)
         return 2
-    import json
-
     from decoders.settings import NcutSettings
     from evaluate.scores.measures import decoder_measures
 
@@ -262,8 +259,6 @@ def main(argv: list[str] | None = None) -> int:
     wall, cpu = time.perf_counter() - started_wall, time.process_time() - started_cpu
     print(f"wall {wall:.0f} s, CPU {cpu:.0f} s ({cpu / wall:.2f} of {args.threads} threads busy); load average "
           f"after {os.getloadavg()[0]:.1f}")
-    import shutil
-
     shutil.rmtree(root, ignore_errors=True)
     return 0
 
