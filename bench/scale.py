@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             for i, model in enumerate(models):
                 extract_shard(model, dataset, net_ids, root / "today" / f"c{i}", batch_size=args.batch,
                               dtype=FEATURES["dtype"], threads=args.threads,
-                               precision=FEATURES["precision"])
+                              precision=FEATURES["precision"])
 
         def shared_extract() -> None:
             folder = preprocess_shard(dataset, net_ids, root / "inputs", workers=args.workers)
