@@ -6,12 +6,12 @@ A shard folder holds
     tokens224.npy   (n, 196, 384)  block 12's output on the 224 x 224 centre crop (14 x 14 patches)
     image_ids.json  [n ids]        row order of both arrays
     meta.json                      checkpoint sha256 and format, manifest sha256, transforms, code and library
-                                   versions, dtype; written LAST, so its presence marks a complete shard
+                                   versions, dtype, precision; written LAST, so its presence marks a complete shard
 
 in `feature_dtype` (float16 by default, float32 for precision checks). The network itself runs in `precision`
-(`features.precision`: float32, the reference; bfloat16 or float16 under `torch.autocast`), recorded in meta.json. Every file is written under a temporary
-name and renamed (`evaluate.plumbing.atomic`); the arrays are filled batch by batch in a preallocated memory-mapped .npy,
-so memory does not grow with the shard.
+(`features.precision`: float32, the reference; bfloat16 or float16 under `torch.autocast`; `network_precision`).
+Every file is written under a temporary name and renamed (`evaluate.plumbing.atomic`); the arrays are filled batch
+by batch in a preallocated memory-mapped .npy, so memory does not grow with the shard.
 
 `FeatureReader` presents a data set's shards as one array, opening each shard's files memory-mapped on demand.
 """
