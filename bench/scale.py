@@ -46,6 +46,19 @@ from evaluate.readings.inputs import BYTES_PER_IMAGE, DecodedInputs, StoredInput
 
 FORMATS = ("dino-backbone", "selfpatch-train", "dino-train", "backbone", "safetensors")
 FEATURES = config_defaults("features")  # the workflow's defaults: the bench times what a job does
+JOB_OPTIONS = {  # command-line option -> (its `features` setting, what it sets)
+    "--batch": ("batch_size", "images per forward pass"),
+    "--threads": ("threads", "torch threads"),
+    "--workers": ("workers", "processes decoding the images"),
+}
+
+
+def add_job_options(parser: argparse.ArgumentParser, *options: str) -> None:
+    """`options` of JOB_OPTIONS, each defaulting to its `features` setting in the config schema, so that a bench
+    times what a job does (bench/precision.py uses them too)."""
+    for option in options:
+        key, what = JOB_OPTIONS[option]
+        parser.add_argument(option, type=int, default=FEATURES[key], help=f"{what} (features.{key}, {FEATURES[key]})")
 
 
 def timed(fn) -> float:
@@ -69,12 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, default=FEATURES["shard_size"],
                         help=f"images for the network-excluded figures (features.shard_size, {FEATURES['shard_size']})")
     parser.add_argument("--network-images", type=int, default=8, help="images for the network-included figures (8)")
-    parser.add_argument("--workers", type=int, default=FEATURES["workers"],
-                        help=f"preprocessing processes (features.workers, {FEATURES['workers']})")
-    parser.add_argument("--batch", type=int, default=FEATURES["batch_size"],
-                        help=f"images per forward pass (features.batch_size, {FEATURES['batch_size']})")
-    parser.add_argument("--threads", type=int, default=FEATURES["threads"],
-                        help=f"torch threads (features.threads, {FEATURES['threads']})")
+    add_job_options(parser, "--workers", "--batch", "--threads")
     parser.add_argument("--repeats", type=int, default=2, help="timed repeats of each figure, best kept (2)")
     args = parser.parse_args(argv)
     if not (COCO_MINI / "annotations.json").is_file():
@@ -132,13 +140,15 @@ def main(argv: list[str] | None = None) -> int:
         def today_extract() -> None:
             for i, model in enumerate(models):
                 extract_shard(model, dataset, net_ids, root / "today" / f"c{i}", batch_size=args.batch,
-                              dtype=FEATURES["dtype"], threads=args.threads)
+                              dtype=FEATURES["dtype"], threads=args.threads,
+                              precision=FEATURES["precision"])
 
         def shared_extract() -> None:
             folder = preprocess_shard(dataset, net_ids, root / "inputs", workers=args.workers)
             for i, model in enumerate(models):
                 extract_inputs(model, StoredInputs(folder, expected_ids=net_ids), root / "features" / f"c{i}",
-                               batch_size=args.batch, dtype=FEATURES["dtype"], threads=args.threads)
+                               batch_size=args.batch, dtype=FEATURES["dtype"], threads=args.threads,
+                               precision=FEATURES["precision"])
 
         with torch.inference_mode():
             models[0].last_keys(torch.zeros(1, 3, 480, 480))  # warm-up: first-call allocations off the clock

@@ -29,6 +29,12 @@ from evaluate.plumbing.config import (  # noqa: F401 (re-exported)
 )
 
 SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+# keys an older config may still hold -> what replaced them; refused with that advice before the schema's generic
+# "additional properties" message
+REPLACED_KEYS = {
+    ("features", "autocast"): "features.precision: float32 (the default), bfloat16 (CPU or CUDA) or float16 (CUDA "
+                              "only); `autocast: true` was float16 on CUDA",
+}
 
 
 def load_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +51,11 @@ def load_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_config_names(config: dict[str, Any]) -> None:
-    """Refuse unsafe checkpoint and data-set names with a plain message, before schema validation words it."""
+    """Refuse unsafe checkpoint and data-set names, and keys that were replaced (`REPLACED_KEYS`, naming what
+    replaced them), with a plain message, before schema validation words it."""
+    for (section, key), replacement in REPLACED_KEYS.items():
+        if isinstance(config.get(section), dict) and key in config[section]:
+            raise ConfigError(f"config.yaml: {section}.{key} was replaced by {replacement}")
     for section in ("checkpoints", "datasets"):
         entries = config.get(section)
         if isinstance(entries, dict):
@@ -72,6 +82,10 @@ class Experiment:
                     raise ConfigError(f"config.yaml: checkpoints.{name}.demo.{key}: {checkpoint.demo[key]!r} is not "
                                       f"a demo checkpoint {key} (one of {', '.join(known)})")
         self.datasets = dataset_table(self.config)
+        features = self.config.get("features", {})
+        if features.get("precision") == "float16" and features.get("device") == "cpu":
+            raise ConfigError("config.yaml: features.precision: float16 runs on CUDA only, and features.device is "
+                              "cpu; on the CPU choose bfloat16 or float32 (the reference)")
         if not self.checkpoints:
             raise ConfigError("config.yaml: no checkpoints: name some under 'checkpoints:' or 'checkpoint_globs:'")
         for key in ("reference_checkpoint", "compare_to"):

@@ -48,7 +48,7 @@ def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
         manifest = dataset.manifest(32)
         dirs = [
             extract_shard(seeded_backbone, dataset, ids, root / split / f"{n:03d}", batch_size=8, dtype="float16",
-                          meta={"manifest_sha256": manifest["manifest_sha256"]})
+                          precision="float32", meta={"manifest_sha256": manifest["manifest_sha256"]})
             for n, ids in enumerate(manifest["shards"])
         ]
         out[split] = (dataset, manifest, dirs)

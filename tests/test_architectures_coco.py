@@ -31,7 +31,7 @@ def test_seeded_checkpoint_of_each_new_architecture_extracts_real_photos(coco_mi
     path = make_demo_checkpoint(tmp_path / f"{architecture}.pth", fmt, 3, architecture)
     loaded = load_backbone(path, which="teacher")
     out = extract_shard(loaded.model, dataset, ids, tmp_path / "shard", batch_size=2, dtype="float16",
-                        meta={"checkpoint_sha256": loaded.sha256, **loaded.architecture_meta()})
+                        precision="float32", meta={"checkpoint_sha256": loaded.sha256, **loaded.architecture_meta()})
     assert json.loads((out / "image_ids.json").read_text()) == ids
     meta = json.loads((out / "meta.json").read_text())
     assert (meta["architecture"], meta["head_layout"]) == (architecture, head_layout)

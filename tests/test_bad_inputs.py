@@ -449,6 +449,10 @@ CONFIG_CASES = [
      ["config.yaml: datasets: name '..' is not allowed", "names become folders under results/"]),
     ("unknown-reference-checkpoint", {"reference_checkpoint": "ckpt-b"},
      ["config.yaml: reference_checkpoint: 'ckpt-b' is not one of the checkpoints (ckpt-a)"]),
+    ("old-autocast-key", {"features|autocast": True},
+     ["config.yaml: features.autocast was replaced by features.precision"]),
+    ("float16-on-the-cpu", {"features|precision": "float16", "features|device": "cpu"},
+     ["config.yaml: features.precision: float16 runs on CUDA only"]),
 ]
 
 

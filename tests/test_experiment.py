@@ -165,6 +165,35 @@ def test_an_unknown_demo_format_names_the_known_ones(shipped_config):
         Experiment(load_config(shipped_config))
 
 
+@pytest.mark.parametrize("value", [True, False])
+def test_the_old_autocast_key_is_refused_naming_what_replaced_it(shipped_config, value):
+    shipped_config["features"]["autocast"] = value
+    with pytest.raises(ConfigError, match=r"^config.yaml: features.autocast was replaced by features.precision: "
+                                          r"float32 \(the default\), bfloat16 .* or float16 \(CUDA only\)"):
+        load_config(shipped_config)
+
+
+def test_precision_defaults_to_float32_and_takes_only_the_three_precisions(shipped_config):
+    del shipped_config["features"]["precision"]
+    assert load_config(shipped_config)["features"]["precision"] == "float32"
+    shipped_config["features"]["precision"] = "float64"
+    with pytest.raises(Exception, match="float64"):
+        load_config(shipped_config)
+
+
+@pytest.mark.parametrize("device, refused", [("cpu", True), ("auto", False), ("cuda", False)])
+def test_float16_with_the_cpu_named_as_device_is_refused_before_any_job(shipped_config, device, refused):
+    """features.device auto resolves where the job runs (a GPU node may run it), so only an explicit cpu is refused
+    at config time; the extract job refuses float16 where `auto` turns out to be the CPU."""
+    shipped_config["features"].update(precision="float16", device=device)
+    if refused:
+        with pytest.raises(ConfigError, match="config.yaml: features.precision: float16 runs on CUDA only, and "
+                                              "features.device is cpu"):
+            Experiment(load_config(shipped_config))
+    else:
+        assert Experiment(load_config(shipped_config)).config["features"]["precision"] == "float16"
+
+
 def _foreground_set(tmp_path, shipped_config, **extra):
     annotations = tmp_path / "fg.json"
     annotations.write_text(json.dumps({"images": [], "annotations": [],

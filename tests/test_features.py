@@ -52,7 +52,7 @@ def shards(model, demo_ds, tmp_path_factory):
     """Shard A = ids [2, 1] (not sorted: rows follow the given order) float16 in batches of 1; shard B = [3] float16
     with the order of its file renames recorded; shard C = [1] float32."""
     root = tmp_path_factory.mktemp("features")
-    extract_shard(model, demo_ds, [2, 1], root / "A", batch_size=1, dtype="float16", meta=META)
+    extract_shard(model, demo_ds, [2, 1], root / "A", batch_size=1, dtype="float16", precision="float32", meta=META)
     renames: list[str] = []
     real_replace = os.replace
 
@@ -62,8 +62,8 @@ def shards(model, demo_ds, tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(os, "replace", recording_replace)
-        extract_shard(model, demo_ds, [3], root / "B", batch_size=8, dtype="float16", meta=META)
-    extract_shard(model, demo_ds, [1], root / "C", batch_size=8, dtype="float32", meta=META)
+        extract_shard(model, demo_ds, [3], root / "B", batch_size=8, dtype="float16", precision="float32", meta=META)
+    extract_shard(model, demo_ds, [1], root / "C", batch_size=8, dtype="float32", precision="float32", meta=META)
     return {"A": root / "A", "B": root / "B", "C": root / "C", "renames": renames}
 
 
@@ -145,7 +145,8 @@ def test_reader_refuses_mixed_dtypes_and_duplicate_ids(shards):
 # ---- shards written by hand: the reader's checks, cheaply ----------------------------------------------------------
 
 
-def fake_shard(root: Path, ids: list[int], dtype="float16", keys_shape=None, meta=True, base=0.0) -> Path:
+def fake_shard(root: Path, ids: list[int], dtype="float16", keys_shape=None, meta=True, base=0.0,
+               precision="float32") -> Path:
     root.mkdir(parents=True, exist_ok=True)
     n = len(ids)
     keys = (np.arange(n * 900 * 384, dtype=np.float64).reshape(n, 900, 384) % 97 + base).astype(dtype)
@@ -155,7 +156,8 @@ def fake_shard(root: Path, ids: list[int], dtype="float16", keys_shape=None, met
     np.save(root / "tokens224.npy", np.full((n, 196, 384), base, dtype=dtype))
     write_json(root / "image_ids.json", ids)
     if meta:
-        write_json(root / "meta.json", {"dtype": str(np.dtype(dtype)), "checkpoint_sha256": "x"})
+        write_json(root / "meta.json", {"dtype": str(np.dtype(dtype)), "checkpoint_sha256": "x",
+                                        "precision": precision})
     return root
 
 
@@ -171,6 +173,17 @@ def test_reader_values_of_handmade_shards(tmp_path):
 
 
 @pytest.mark.badinput
+@pytest.mark.badinput
+def test_reader_refuses_shards_of_different_precisions(tmp_path):
+    """A data set's shards extracted in bfloat16 and in float32 are two runs mixed, like two checkpoints."""
+    a = fake_shard(tmp_path / "a", [5], precision="float32")
+    b = fake_shard(tmp_path / "b", [6], precision="bfloat16")
+    assert FeatureReader([a, fake_shard(tmp_path / "c", [7], precision="float32")]).image_ids == [5, 7]
+    with pytest.raises(FeatureError, match="'precision' differs from .*'bfloat16' vs 'float32'") as info:
+        FeatureReader([a, b])
+    assert str(b / "meta.json") in str(info.value)
+
+
 def test_reader_incomplete_shard(tmp_path):
     shard = fake_shard(tmp_path / "s", [1], meta=False)
     with pytest.raises(FeatureError, match="incomplete") as info:
@@ -250,8 +263,7 @@ def test_extraction_streams_one_batch_at_a_time(demo_ds, tmp_path):
     counting = CountingDataset(demo_ds)
     log: list[int] = []
     extract_shard(ConstantModel(1.5, log, counting.opened), counting, [1, 2, 3, 4, 5], tmp_path, batch_size=2,
-                  dtype="float16", autocast=True)
-    assert json.loads((tmp_path / "meta.json").read_text())["autocast"] is False  # CUDA only; the CPU runs float32
+                  dtype="float16", precision="float32")
     # images opened before each forward pass: the batch itself, and at most two more read ahead (prefetch)
     assert len(log) == 3
     assert all(min(5, 2 * (i + 1)) <= opened <= min(5, 2 * (i + 3)) for i, opened in enumerate(log)), log
@@ -262,11 +274,11 @@ def test_extraction_streams_one_batch_at_a_time(demo_ds, tmp_path):
 
 @pytest.mark.badinput
 def test_float16_overflow_fails_and_stale_meta_is_removed(demo_ds, tmp_path):
-    extract_shard(ConstantModel(0.0), demo_ds, [1], tmp_path, batch_size=1, dtype="float16")
+    extract_shard(ConstantModel(0.0), demo_ds, [1], tmp_path, batch_size=1, dtype="float16", precision="float32")
     assert (tmp_path / "meta.json").is_file()
     with pytest.raises(FeatureError, match="float32") as info:
         # 1e5 > 65504, float16's largest
-        extract_shard(ConstantModel(1e5), demo_ds, [1], tmp_path, batch_size=1, dtype="float16")
+        extract_shard(ConstantModel(1e5), demo_ds, [1], tmp_path, batch_size=1, dtype="float16", precision="float32")
     assert str(tmp_path) in str(info.value)
     assert not (tmp_path / "meta.json").exists()  # the old arrays' witness is gone: the shard reads as incomplete
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
@@ -284,7 +296,7 @@ def test_corrupt_image_mid_shard_leaves_no_shard(demo_ds, tmp_path):
     ds = CocoDataset(copy / "images", copy / "annotations.json")
     out = tmp_path / "shard"
     with pytest.raises(ImageError) as info:
-        extract_shard(ConstantModel(), ds, [1, 2, 3], out, batch_size=1, dtype="float16")
+        extract_shard(ConstantModel(), ds, [1, 2, 3], out, batch_size=1, dtype="float16", precision="float32")
     assert str(bad) in str(info.value)
     assert os.listdir(out) == []
 
@@ -293,12 +305,14 @@ def test_corrupt_image_mid_shard_leaves_no_shard(demo_ds, tmp_path):
 @pytest.mark.parametrize(
     "kwargs, phrase",
     [({"dtype": "bfloat16"}, "feature dtype"), ({"batch_size": 0}, "batch_size"), ({"ids": []}, "at least one"),
-     ({"ids": [1, 1]}, "duplicate")],
+     ({"ids": [1, 1]}, "duplicate"), ({"precision": "float64"}, "features.precision must be one of"),
+     ({"precision": "float16"}, "features.precision: float16 runs on CUDA only")],
 )
 def test_bad_extraction_arguments(demo_ds, tmp_path, kwargs, phrase):
     ids = kwargs.pop("ids", [1])
     with pytest.raises(FeatureError, match=phrase):
-        extract_shard(ConstantModel(), demo_ds, ids, tmp_path, **{"batch_size": 1, "dtype": "float16", **kwargs})
+        extract_shard(ConstantModel(), demo_ds, ids, tmp_path,
+                      **{"batch_size": 1, "dtype": "float16", "precision": "float32", **kwargs})
 
 
 @pytest.mark.badinput
@@ -308,7 +322,7 @@ def test_model_with_wrong_output_shape(demo_ds, tmp_path):
             return torch.zeros(x.shape[0], 197, 384)
 
     with pytest.raises(FeatureError, match=r"tokens224 of shape \(1, 197, 384\)"):
-        extract_shard(Wrong(), demo_ds, [1], tmp_path, batch_size=1, dtype="float16")
+        extract_shard(Wrong(), demo_ds, [1], tmp_path, batch_size=1, dtype="float16", precision="float32")
 
 
 # ---- the real data: all 79 coco2017-mini val images in 3 shards ----------------------------------------------------
@@ -355,3 +369,21 @@ def test_reader_of_tokens_alone_needs_no_keys(shards):
         reader.keys480(0)
     with pytest.raises(FeatureError, match="unknown feature kind"):
         FeatureReader([copy], kinds=("keys224",))
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="reads the process's memory maps (Linux)")
+def test_a_pass_over_the_shards_keeps_no_shard_mapped(tmp_path):
+    """iter_shards maps each shard anew and keeps none, so a pass over a data set (the probe's) holds one shard's
+    pages, not the whole data set's (docs/design.md §10)."""
+    import gc
+
+    shards = [fake_shard(tmp_path / name, [i]) for i, name in enumerate(("a", "b", "c"))]
+    reader = FeatureReader(shards, kinds=("tokens224",))
+    seen = 0
+    for _, array in reader.iter_shards("tokens224"):
+        assert str(array.filename) in Path("/proc/self/maps").read_text()  # the shard being read is mapped
+        seen += int(array.shape[0])
+    del array
+    gc.collect()
+    mapped = Path("/proc/self/maps").read_text()
+    assert seen == 3 and not [s for s in shards if str(s / "tokens224.npy") in mapped]

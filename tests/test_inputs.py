@@ -272,11 +272,13 @@ def test_three_checkpoints_on_one_shard_decode_once_and_equal_extracting_each_al
     shared = {}
     for fmt, model in checkpoints.items():
         inputs = StoredInputs(inputs_dir, expected_ids=ids, annotations_sha256=dataset.annotations_sha256)
-        shared[fmt] = extract_inputs(model, inputs, tmp_path / "shared" / fmt, batch_size=2, dtype="float16")
+        shared[fmt] = extract_inputs(model, inputs, tmp_path / "shared" / fmt, batch_size=2, dtype="float16",
+                                     precision="float32")
     assert decode_count.value == len(ids)  # ... and not again by any checkpoint's extraction
 
     for fmt, model in checkpoints.items():
-        alone = extract_shard(model, dataset, ids, tmp_path / "alone" / fmt, batch_size=2, dtype="float16")  # decodes
+        alone = extract_shard(model, dataset, ids, tmp_path / "alone" / fmt, batch_size=2, dtype="float16",
+                              precision="float32")  # decodes
         for kind in ("keys480", "tokens224"):
             assert (shared[fmt] / f"{kind}.npy").read_bytes() == (alone / f"{kind}.npy").read_bytes(), (fmt, kind)
         assert (shared[fmt] / "image_ids.json").read_bytes() == (alone / "image_ids.json").read_bytes()

@@ -55,6 +55,6 @@ def extract(smk: Any) -> None:
         checkpoint=checkpoint, checkpoint_file=checkpoint_file, which=which, dataset=dataset, images=images,
         annotations=annotations, manifest_file=manifest_file, shard=shard, inputs_record=inputs_record,
         out_dir=out_dir, batch_size=int(features["batch_size"]), dtype=str(features["dtype"]),
-        device=str(features["device"]), autocast=bool(features["autocast"]), threads=threads, workers=workers,
+        device=str(features["device"]), precision=str(features["precision"]), threads=threads, workers=workers,
         keep=keep, checkpoints=checkpoints,
     )

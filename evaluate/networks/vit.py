@@ -27,6 +27,11 @@ in the same pass. `patch_attention = True` says the family's attention weighs pa
 
 Attention goes through `attention` below, which calls `torch.nn.functional.scaled_dot_product_attention`
 (numerically plain softmax attention, without materialising the N x N weights on the fused CPU kernels).
+
+Under `torch.autocast` (`features.precision` bfloat16 or float16, docs/design.md §3) the linear layers and the
+attention run in the lower precision. Two float32 islands (`float32_island`): the position table is resampled in
+float32, so the residual stream stays float32 and every LayerNorm reads float32; and the keys' last projection
+(`key_projection`).
 """
 
 from __future__ import annotations
@@ -56,6 +61,12 @@ LAYERSCALE_INIT = 0.1
 AUG_MODES = ("linear", "circulant", "linear2", "circulant2")  # the authors' `augvit_small_<mode>` (docs/design.md §9.3)
 AUG_BLOCKS = 4  # a circulant projection is AUG_BLOCKS x AUG_BLOCKS circulant blocks of (384 / AUG_BLOCKS)^2
 AUG_T2_SCALE = 0.75  # the T = 2 modes multiply each residual sum, identity included, by 3/4
+
+
+def float32_island(x: Tensor) -> torch.autocast:
+    """Autocast off on `x`'s device: what runs inside computes in its inputs' dtype (float32 here) whatever precision
+    the caller runs the network in (docs/design.md §3)."""
+    return torch.autocast(x.device.type, enabled=False)
 
 
 class BackboneInputError(EvaluationError, ValueError):
@@ -126,6 +137,17 @@ def attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     return F.scaled_dot_product_attention(q, k, v)
 
 
+def key_projection(qkv: nn.Linear, x: Tensor) -> Tensor:
+    """The key third of a [q | k | v] projection, W_k x + b_k: x (B, N, C) -> (B, N, C) float32.
+
+    A float32 island (`float32_island`): the keys480 reading leaves the network without a lower precision's
+    rounding of its last product (bfloat16 keeps 8 bits; the stored float16 11).
+    """
+    dim = x.shape[-1]
+    with float32_island(x):
+        return F.linear(x.float(), qkv.weight[dim : 2 * dim], qkv.bias[dim : 2 * dim])
+
+
 class PatchEmbed(nn.Module):
     """(B, 3, H, W) -> (B, H/16 * W/16, 384): one 16 x 16 patch per token, row by row. 295,296 parameters."""
 
@@ -163,8 +185,7 @@ class Attention(nn.Module):
 
     def keys(self, x: Tensor) -> Tensor:
         """The key third of `qkv` only: x (B, N, C), already normalised by LN1 -> (B, N, C), heads in order."""
-        dim = x.shape[-1]
-        return F.linear(x, self.qkv.weight[dim : 2 * dim], self.qkv.bias[dim : 2 * dim])
+        return key_projection(self.qkv, x)
 
 
 class Mlp(nn.Module):
@@ -388,12 +409,13 @@ class VisionTransformer(nn.Module):
         """The position table for a (gh, gw) grid: (1, gh * gw, 384), cached per grid when no gradient flows."""
         pos = self.pos_embed
         if tuple(grid) == (POS_GRID, POS_GRID) or (torch.is_grad_enabled() and pos.requires_grad):
-            return resample_pos_embed(pos, grid)
+            with float32_island(pos):
+                return resample_pos_embed(pos, grid)
         stamp = (id(pos), pos.data_ptr(), pos._version, pos.dtype, pos.device)
         hit = self._pos_cache.get(grid)
         if hit is not None and hit[0] == stamp:
             return hit[1]
-        with torch.no_grad():
+        with torch.no_grad(), float32_island(pos):
             table = resample_pos_embed(pos.detach(), grid).contiguous()
         self._pos_cache[grid] = (stamp, table)
         return table

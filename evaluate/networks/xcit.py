@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from evaluate.networks.vit import LN_EPS, Mlp, init_linears_and_norms, patch_grid
+from evaluate.networks.vit import LN_EPS, Mlp, float32_island, init_linears_and_norms, key_projection, patch_grid
 from evaluate.readings.geometry import PATCH, WIDTH
 
 EMBED_DIM = WIDTH
@@ -117,8 +117,12 @@ class PositionalEncodingFourier(nn.Module):
         self._cache: dict[tuple[int, int], tuple[tuple, Tensor]] = {}
 
     def _compute(self, grid: tuple[int, int]) -> Tensor:
-        features = fourier_features(grid, self.hidden_dim, self.temperature, device=self.token_projection.weight.device)
-        return self.token_projection(features).flatten(2).transpose(1, 2)
+        """In float32 under any autocast (`float32_island`): the encoding is cached per grid, and it keeps the
+        tokens' residual stream float32."""
+        weight = self.token_projection.weight
+        with float32_island(weight):
+            features = fourier_features(grid, self.hidden_dim, self.temperature, device=weight.device)
+            return self.token_projection(features).flatten(2).transpose(1, 2)
 
     def forward(self, grid: tuple[int, int]) -> Tensor:
         params = (self.token_projection.weight, self.token_projection.bias)
@@ -161,9 +165,8 @@ class XCA(nn.Module):
         return self.proj(out.transpose(1, 2).reshape(B, N, C))
 
     def keys(self, x: Tensor) -> Tensor:
-        """The key third of `qkv` only, per token, before any normalisation: (B, N, C) -> (B, N, C)."""
-        dim = x.shape[-1]
-        return F.linear(x, self.qkv.weight[dim : 2 * dim], self.qkv.bias[dim : 2 * dim])
+        """The key third of `qkv` only, per token, before any normalisation: (B, N, C) -> (B, N, C) float32."""
+        return key_projection(self.qkv, x)
 
 
 class LPI(nn.Module):

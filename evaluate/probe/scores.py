@@ -82,8 +82,10 @@ def probe_measures(
     statistics (sparse confusions; [correct, valid]) and its value and interval in percent, drawn from them by
     `evaluate.scores.measures.make_measure`, so the pipeline and a paired bootstrap read the same numbers.
     """
+    from evaluate.plumbing.memory import keep_large_blocks_mapped
     from evaluate.scores.measures import make_measure
 
+    keep_large_blocks_mapped()  # else each image's temporaries stay resident under its kept statistics
     ids: list[int] = []
     stats: list[ImageProbeStats] = []
     for image_id, tokens, map224 in items:

@@ -35,15 +35,15 @@ def decode_shard_inputs(*, manifest_file: str | os.PathLike, shard: str, images:
 def extract_checkpoint_shard(*, checkpoint: str, checkpoint_file: str | os.PathLike, which: str, dataset: str,
                              images: str, annotations: str, manifest_file: str | os.PathLike, shard: str,
                              inputs_record: str | os.PathLike, out_dir: str | os.PathLike, batch_size: int,
-                             dtype: str, device: str, autocast: bool, threads: int, workers: int, keep: bool,
+                             dtype: str, device: str, precision: str, threads: int, workers: int, keep: bool,
                              checkpoints: Sequence[str]) -> Path:
     """keys480 and tokens224 of one checkpoint on one shard, into `out_dir` (returned), from the shard's decoded
     inputs (the folder beside `inputs_record`), or from its images where that folder is gone (decoded here in
     `workers` processes: the same bytes).
 
     checkpoint, checkpoint_file, which: the checkpoint's name, file and network (`teacher`/`student`); dataset,
-    images, annotations: the data set; batch_size, dtype, device (`auto`: CUDA where present), autocast (on CUDA
-    only), threads: the config's `features`. Unless `keep`, the inputs folder is dropped once every checkpoint of
+    images, annotations: the data set; batch_size, dtype, device (`auto`: CUDA where present), precision (the
+    network's arithmetic), threads: the config's `features`. Unless `keep`, the inputs folder is dropped once every checkpoint of
     the run (`checkpoints`) has the shard's features.
     """
     from evaluate.datasets.coco import CocoDataset
@@ -64,7 +64,6 @@ def extract_checkpoint_shard(*, checkpoint: str, checkpoint_file: str | os.PathL
         log.info("%s is gone (features.keep false drops it): decoding the images here", inputs_folder)
     loaded = load_backbone(checkpoint_file, which=which)
     device = resolve_device(device)
-    autocast = autocast and device.startswith("cuda")
     meta = {
         "checkpoint": checkpoint,
         "checkpoint_path": str(checkpoint_file),
@@ -76,10 +75,9 @@ def extract_checkpoint_shard(*, checkpoint: str, checkpoint_file: str | os.PathL
         "manifest_sha256": manifest["manifest_sha256"],
         "shard": shard,
         "device": device,
-        "autocast": autocast,
     }
     out = extract_inputs(loaded.model, inputs, out_dir, batch_size=batch_size, dtype=dtype, device=device,
-                         threads=threads, meta=meta, autocast=autocast)
+                         threads=threads, precision=precision, meta=meta)
     if not keep:  # the decoded inputs go too, once every checkpoint of the run has this shard's features
         siblings = [paths.FEATURES_META.format(checkpoint=c, dataset=dataset, shard=shard) for c in checkpoints]
         freed = drop_if_all_extracted(inputs_folder, siblings)

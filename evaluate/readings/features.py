@@ -6,11 +6,12 @@ A shard folder holds
     tokens224.npy   (n, 196, 384)  block 12's output on the 224 x 224 centre crop (14 x 14 patches)
     image_ids.json  [n ids]        row order of both arrays
     meta.json                      checkpoint sha256 and format, manifest sha256, transforms, code and library
-                                   versions, dtype; written LAST, so its presence marks a complete shard
+                                   versions, dtype, precision; written LAST, so its presence marks a complete shard
 
-in the config's `features.dtype` (float16, or float32 for precision checks). Every file is written under a temporary
-name and renamed (`evaluate.plumbing.atomic`); the arrays are filled batch by batch in a preallocated memory-mapped .npy,
-so memory does not grow with the shard.
+in the config's `features.dtype` (float16, or float32 for precision checks). The network itself runs in `precision`
+(`features.precision`: float32, the reference; bfloat16 or float16 under `torch.autocast`; `network_precision`).
+Every file is written under a temporary name and renamed (`evaluate.plumbing.atomic`); the arrays are filled batch
+by batch in a preallocated memory-mapped .npy, so memory does not grow with the shard.
 
 `FeatureReader` presents a data set's shards as one array, opening each shard's files memory-mapped on demand.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sys
 from bisect import bisect_right
@@ -37,10 +39,16 @@ from evaluate.readings.geometry import KINDS
 from evaluate.plumbing.provenance import code_version, library_versions
 
 DTYPES = ("float16", "float32")
+# the network's arithmetic (`features.precision`; the schema holds the default): float32 as it is, the others under
+# torch.autocast with this dtype
+PRECISIONS = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
 META = "meta.json"
 IDS = "image_ids.json"
 # meta keys that must agree between the shards of one data set's features
-SHARED_META_KEYS = ("checkpoint_sha256", "checkpoint_format", "architecture", "manifest_sha256", "dtype", "transforms")
+SHARED_META_KEYS = ("checkpoint_sha256", "checkpoint_format", "architecture", "manifest_sha256", "dtype", "precision",
+                    "transforms")
+
+log = logging.getLogger("evaluate.readings.features")
 
 
 class FeatureError(EvaluationError):
@@ -78,8 +86,8 @@ def extract_inputs(
     dtype: str,
     device: str = "cpu",
     threads: int | None = None,
+    precision: str,
     meta: dict | None = None,
-    autocast: bool = False,
 ) -> Path:
     """Run `model` on a shard's inputs and write one complete shard to `out_dir`; returns `out_dir`.
 
@@ -88,8 +96,8 @@ def extract_inputs(
       `.image_ids`, `.annotations_sha256` and `.batches(batch_size)` of uint8 pixels.
     meta: what the caller knows (e.g. checkpoint_sha256, checkpoint_format, checkpoint path, manifest_sha256,
       shard name); recorded in meta.json together with the transforms, code version, library versions and dtype.
-    autocast: on a CUDA device, run the network under `torch.autocast(float16)` (faster; about float16's own
-      resolution, so meant for float16 features); ignored on the CPU, where the network runs in float32.
+    precision: the network's arithmetic (`network_precision`): "float32" (the reference), "bfloat16" (autocast, CPU
+      and CUDA) or "float16" (autocast, CUDA only); recorded in meta.json. Independent of `dtype`, the stored one.
     Row i of both arrays is inputs.image_ids[i]. The next batch is read and normalised in a background thread
     while the network runs (on CUDA: pinned, copied without blocking); at most three batches are held at a time.
     """
@@ -97,6 +105,7 @@ def extract_inputs(
 
     if dtype not in DTYPES:
         raise FeatureError(f"feature dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    amp = network_precision(precision, device)  # refuses float16 on the CPU before anything is written
     ids = list(inputs.image_ids)
     if batch_size < 1:
         raise FeatureError(f"batch_size must be at least 1, got {batch_size!r}")
@@ -124,12 +133,6 @@ def extract_inputs(
         progress = stack.enter_context(
             tqdm(total=n, unit="img", file=sys.stderr, desc=f"features {out.name}", mininterval=2.0, leave=True)
         )
-        use_autocast = bool(autocast) and on_cuda
-        if on_cuda and not use_autocast:
-            # float32 on CUDA means float32: no TF32 convolutions (cuDNN's default) in the patch embedding
-            torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cuda.matmul.allow_tf32 = False
-        amp = torch.autocast("cuda", dtype=torch.float16) if use_autocast else contextlib.nullcontext()
         batches = stack.enter_context(contextlib.closing(
             prefetch(model_batches(inputs, batch_size, pin_memory=on_cuda))))
         start = 0
@@ -176,13 +179,53 @@ def extract_inputs(
             "code_version": code_version(),
             "library_versions": library_versions(),
             "device": str(device),
-            "autocast": use_autocast,
+            "precision": precision,
             "torch_threads": torch.get_num_threads(),
             "batch_size": batch_size,
         }
     )
     write_json(out / META, record)  # last: its presence marks a complete shard
     return out
+
+
+def network_precision(precision: str, device: str) -> contextlib.AbstractContextManager:
+    """The context the network runs in for `features.precision` on `device` (docs/design.md §3).
+
+    float32: no autocast, and on CUDA no TF32 (cuDNN's default for convolutions), so float32 means float32.
+    bfloat16: `torch.autocast(device type, bfloat16)`, on the CPU and CUDA; where the CPU has no bfloat16 matrix
+    instructions it runs, but slower than float32, and a warning says so. float16: `torch.autocast("cuda",
+    float16)`; refused on the CPU (FeatureError). TF32 stays off under autocast too, so what stays float32 under
+    autocast (the position tables, the keys' last projection: `evaluate.networks.vit.float32_island`; LayerNorm,
+    which reads the float32 residual stream) is float32 on every device.
+    """
+    if precision not in PRECISIONS:
+        raise FeatureError(f"features.precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    device_type = torch.device(device).type
+    if device_type == "cuda":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    if PRECISIONS[precision] is None:
+        return contextlib.nullcontext()
+    if precision == "float16" and device_type != "cuda":
+        raise FeatureError(f"features.precision: float16 runs on CUDA only, and this job's device is {device}; on "
+                           "the CPU choose bfloat16 or float32 (the reference)")
+    if device_type == "cpu" and not cpu_has_bfloat16_units():
+        log.warning("features.precision bfloat16: this CPU has no bfloat16 matrix instructions (AVX512-BF16, AMX or "
+                    "Arm BF16), so the network runs SLOWER than in float32 here, with the same bfloat16 rounding; "
+                    "float32 is faster on this machine")
+    return torch.autocast(device_type, dtype=PRECISIONS[precision])
+
+
+def cpu_has_bfloat16_units() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware: the Linux CPU flags avx512_bf16 or amx_bf16 (x86) or bf16
+    (Arm). Elsewhere (no /proc/cpuinfo) oneDNN's own bfloat16 check decides."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            flags = {flag for line in handle if line.lower().startswith(("flags", "features"))
+                     for flag in line.split(":", 1)[1].split()}
+    except OSError:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
 
 
 def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
@@ -282,12 +325,17 @@ class FeatureReader:
         shard = bisect_right(self._starts, i) - 1
         return shard, i - self._starts[shard]
 
-    def _array(self, shard: int, kind: str) -> np.ndarray:
+    def _open(self, shard: int, kind: str) -> np.ndarray:
+        """Shard `shard`'s array of `kind`, memory-mapped read-only."""
         if kind not in self.kinds:
             raise FeatureError(f"feature kind {kind!r} was not opened; this reader holds {', '.join(self.kinds)}")
+        return np.load(self.shard_dirs[shard] / f"{kind}.npy", mmap_mode="r", allow_pickle=False)
+
+    def _array(self, shard: int, kind: str) -> np.ndarray:
+        """`_open`, kept for the reader's row-by-row access."""
         key = (shard, kind)
         if key not in self._mmaps:
-            self._mmaps[key] = np.load(self.shard_dirs[shard] / f"{kind}.npy", mmap_mode="r", allow_pickle=False)
+            self._mmaps[key] = self._open(shard, kind)
         return self._mmaps[key]
 
     def _get(self, kind: str, i: int) -> np.ndarray:
@@ -313,9 +361,12 @@ class FeatureReader:
         return self._get("tokens224", i)
 
     def iter_shards(self, kind: str) -> Iterator[tuple[list[int], np.ndarray]]:
-        """Yield (image_ids, memmap (n, N, 384) in the stored dtype) per shard, in order."""
+        """Yield (image_ids, memmap (n, N, 384) in the stored dtype) per shard, in order.
+
+        Each shard is mapped anew and not kept by the reader: once the caller lets go of it, its pages leave the
+        process, so a pass over a data set holds one shard's pages, however many shards it has."""
         for shard, ids in enumerate(self._ids):
-            yield list(ids), self._array(shard, kind)
+            yield list(ids), self._open(shard, kind)
 
 
 def resolve_device(device: str) -> str:

@@ -67,7 +67,7 @@ rule extract:
     params:
         which=which_of,
         dataset=dataset_of,
-        features={k: config["features"][k] for k in ("batch_size", "dtype", "device", "autocast")},
+        features={k: config["features"][k] for k in ("batch_size", "dtype", "device", "precision")},
         run_time=run_time_of,
         job=JOBS["extract"],
         code=CODE["extract"],
