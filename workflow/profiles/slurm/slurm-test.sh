@@ -21,7 +21,13 @@
 # Both runs import the copy's own `evaluate`/`decoders` (PYTHONPATH), not the editable install's checkout, and run
 # the repository's venv by absolute path (SLURM passes the environment to the jobs: sbatch --export=ALL).
 #
-# Environment: VENV (default .venv, relative to the repository), SLURM_TEST_TIMEOUT (s, the SLURM run, default
+# Both runs read the demo's config.yaml cut to the checkpoints SLURM_TEST_CHECKPOINTS (default: one of each kind the
+# jobs treat differently: a released backbone, a training checkpoint, an XCiT), written into the snapshot as
+# slurm-test.yaml and given with --configfile --replace-workflow-config: two demo runs of every checkpoint take
+# longer than CI allows and exercise no other SLURM path.
+#
+# Environment: VENV (default .venv, relative to the repository), SLURM_TEST_CHECKPOINTS (space-separated demo
+# checkpoint names; "all" keeps config.yaml whole), SLURM_TEST_TIMEOUT (s, the SLURM run, default
 # 1500), LOCAL_TEST_TIMEOUT (s, the local run, default 900), CORES (local run, default 2), SLURM_TEST_KEEP=1 keeps
 # the scratch directory after a success (it is always kept after a failure), SLURM_TEST_KEEP_CLUSTER=1 leaves
 # SLURM running.
@@ -33,6 +39,7 @@ VENV=${VENV:-.venv}
 case "$VENV" in /*) ;; *) VENV="$REPO/$VENV" ;; esac
 SLURM_TIMEOUT=${SLURM_TEST_TIMEOUT:-1500}
 LOCAL_TIMEOUT=${LOCAL_TEST_TIMEOUT:-900}
+CHECKPOINTS=${SLURM_TEST_CHECKPOINTS:-dino-demo selfpatch-demo-ep0010 xcit-demo}
 CORES=${CORES:-2}
 export PATH="$PATH:/usr/sbin:/sbin"
 
@@ -110,6 +117,28 @@ copy_repository() { # copy_repository DEST: the checkout without results/, .venv
   [ -f "$dest/Snakefile" ] || die "the copy of $REPO in $dest has no Snakefile"
 }
 
+write_test_config() { # write_test_config REPO_COPY: REPO_COPY/slurm-test.yaml, its config.yaml cut to $CHECKPOINTS
+  "$VENV/bin/python" - "$1/config.yaml" "$1/slurm-test.yaml" "$CHECKPOINTS" <<'EOF'
+import sys
+
+import yaml
+
+source, target, names = sys.argv[1], sys.argv[2], sys.argv[3].split()
+with open(source) as handle:
+    config = yaml.safe_load(handle)
+if names != ["all"]:
+    unknown = sorted(set(names) - set(config["checkpoints"]))
+    if unknown:
+        sys.exit(f"slurm-test: SLURM_TEST_CHECKPOINTS names {unknown}, not checkpoints of {source}")
+    config["checkpoints"] = {name: config["checkpoints"][name] for name in names}
+    for key in ("reference_checkpoint", "compare_to"):
+        if config.get(key) not in config["checkpoints"]:
+            config[key] = names[0]
+with open(target, "w") as handle:
+    yaml.safe_dump(config, handle, sort_keys=False)
+EOF
+}
+
 run_snakemake() { # run_snakemake LOG TIMEOUT ARGS...: in $SCRATCH/repo; prints progress, returns snakemake's status
   local log=$1 secs=$2 rc
   shift 2
@@ -154,11 +183,15 @@ min_job_age=$(scontrol show config | awk -F= '/^MinJobAge/ {gsub(/[^0-9]/, "", $
 # made to the repository while the test runs cannot make the two runs' code differ.
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/lfse-slurm-test.XXXXXX")
 copy_repository "$SCRATCH/snapshot"
+write_test_config "$SCRATCH/snapshot" || die "could not write slurm-test.yaml from config.yaml"
+CONFIG_ARGS=(--configfile slurm-test.yaml --replace-workflow-config)
+say "checkpoints: $CHECKPOINTS"
 cp -a "$SCRATCH/snapshot" "$SCRATCH/repo"
 say "SLURM run in $SCRATCH/repo (timeout ${SLURM_TIMEOUT} s; log $SCRATCH/slurm-run.log)"
 t0=$SECONDS
 slurm_rc=0
-run_snakemake "$SCRATCH/slurm-run.log" "$SLURM_TIMEOUT" --profile workflow/profiles/slurm || slurm_rc=$?
+run_snakemake "$SCRATCH/slurm-run.log" "$SLURM_TIMEOUT" --profile workflow/profiles/slurm "${CONFIG_ARGS[@]}" \
+  || slurm_rc=$?
 slurm_s=$((SECONDS - t0))
 say "SLURM run ended in ${slurm_s} s with status $slurm_rc"
 
@@ -173,7 +206,7 @@ say "states: ${states%, }"
 [ "$slurm_rc" -eq 0 ] || die "the workflow failed through SLURM (snakemake status $slurm_rc)"
 n_completed=$(squeue --states=all --jobs="$JOB_IDS" -h -o '%T' | grep -cx COMPLETED || true)
 [ "$n_completed" -eq "$n_jobs" ] || die "only $n_completed of $n_jobs SLURM jobs COMPLETED"
-(cd "$SCRATCH/repo" && PYTHONPATH="$SCRATCH/repo" "$VENV/bin/snakemake" --profile workflow/profiles/slurm -n) \
+(cd "$SCRATCH/repo" && PYTHONPATH="$SCRATCH/repo" "$VENV/bin/snakemake" --profile workflow/profiles/slurm "${CONFIG_ARGS[@]}" -n) \
   >"$SCRATCH/slurm-dryrun.log" 2>&1 || die "dry run after the SLURM run failed: see $SCRATCH/slurm-dryrun.log"
 grep -q 'Nothing to be done' "$SCRATCH/slurm-dryrun.log" || {
   tail -n 30 "$SCRATCH/slurm-dryrun.log" >&2
@@ -192,7 +225,7 @@ mv "$SCRATCH/snapshot" "$SCRATCH/repo"
 say "local run in $SCRATCH/repo (--cores $CORES, timeout ${LOCAL_TIMEOUT} s; log $SCRATCH/local-run.log)"
 t0=$SECONDS
 run_snakemake "$SCRATCH/local-run.log" "$LOCAL_TIMEOUT" --profile workflow/profiles/local --cores "$CORES" \
-  || die "the workflow failed locally (status $?)"
+  "${CONFIG_ARGS[@]}" || die "the workflow failed locally (status $?)"
 local_s=$((SECONDS - t0))
 say "local run finished in ${local_s} s"
 mv "$SCRATCH/repo" "$SCRATCH/local"
