@@ -24,9 +24,9 @@ from evaluate.ledger.verify import verify_ledger
 from evaluate.scores.measures import MeasureError, make_measure, stats_array
 
 REPO = Path(__file__).resolve().parents[1]
-DESIGN_COLUMNS = [  # docs/design.md §7, with the architecture that §9 asks every record and scores.csv to carry
-    "checkpoint", "run", "epoch", "checkpoint_sha256", "architecture", "architecture_variant", "head_layout", "dataset", "role", "measure", "setting", "value", "ci_low",
-    "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started", "finished",
+DESIGN_COLUMNS = [  # docs/design.md §7, with the architecture (§9) and the precision (§3) every record carries
+    "checkpoint", "run", "epoch", "checkpoint_sha256", "architecture", "architecture_variant", "head_layout",
+    "precision", "dataset", "role", "measure", "setting", "value", "ci_low", "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started", "finished",
     "wall_s", "max_rss_mb",
 ]
 ANN = "a" * 64
@@ -441,3 +441,24 @@ def test_scores_csv_carries_each_record_s_architecture_and_leaves_it_empty_for_o
     assert [rows[("xcit-ep0010", "jaccard")][k] for k in ("architecture", "architecture_variant", "head_layout")] \
         == ["xcit-s12-16", "dino", "8x48"]
     assert [rows[("ck-ep0010", "ap")][k] for k in ("architecture", "architecture_variant", "head_layout")] == ["", "", ""]
+
+
+def test_records_and_scores_csv_carry_the_precision_the_features_meta_json_records(tmp_path):
+    from evaluate.ledger.scoring import Scoring, record_identity
+
+    meta = tmp_path / "meta.json"
+    identity = {}
+    for precision in ("bfloat16", None):  # None: features written before the field existed
+        meta.write_text(json.dumps({"checkpoint_sha256": "ab" * 32, "architecture": "vit-s16",
+                                    **({"precision": precision} if precision else {})}))
+        on = Scoring(checkpoint="ck", run="r", epoch=3, features_meta=meta, dataset="val", sealed=False, budget=None,
+                     config_hash="f" * 16)
+        identity[precision] = record_identity(on, "eval")
+    assert identity["bfloat16"]["precision"] == "bfloat16"
+    assert identity[None]["precision"] is None
+    write_record(record_path(tmp_path, "decoder", "bf-ep0010", "val"),
+                 {**hand_record("bf-ep0010"), "precision": "bfloat16"})
+    write_record(record_path(tmp_path, "decoder", "ck-ep0010", "val"), hand_record("ck-ep0010"))
+    rebuild_scores(tmp_path / "records", tmp_path / "scores.csv")
+    rows = read_rows(tmp_path / "scores.csv")
+    assert {r["checkpoint"]: r["precision"] for r in rows} == {"bf-ep0010": "bfloat16", "ck-ep0010": ""}

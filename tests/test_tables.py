@@ -251,3 +251,45 @@ def test_sweep_csv_without_needed_columns_names_the_file(tmp_path):
     (tmp_path / "sweep.csv").write_text("setting,value,ci_low,ci_high\nc0,abc,1,2\n")
     with pytest.raises(LedgerError, match="line 2 column value"):
         sweep_table(tmp_path / "sweep.csv")
+
+
+def _with_precisions(ledger: Path, precisions: dict) -> None:
+    """The hand-made ledger with each checkpoint's records rewritten to carry `precisions[checkpoint]`."""
+    records_dir = ledger / "records"
+    for rec in read_records(records_dir):
+        if rec["checkpoint"] in precisions:
+            rec = {k: v for k, v in rec.items() if k != "record_sha256"}
+            rec["precision"] = precisions[rec["checkpoint"]]
+            write_record(record_path(ledger, f"{rec['kind']}-{rec['role']}", rec["checkpoint"], rec["dataset"]),
+                         rec, replace=True)
+
+
+def _first_line(path: Path) -> str:
+    return path.read_text().splitlines()[0]
+
+
+def test_a_table_mixing_precisions_lists_each_with_its_checkpoints_and_float32_alone_says_nothing(tmp_path):
+    ledger = tmp_path / "ledger"
+    write_ledger(ledger)
+    _with_precisions(ledger, {"dino-ep0010": "float32", "dino-ep0020": "float32", "ref": "float32"})
+    build_tables(ledger, tmp_path / "same", compare_to="dino-ep0010", resamples=50, seed=0)
+    assert _first_line(tmp_path / "same" / "checkpoints_val.md") == f"Every checkpoint on {CAPTION_TAIL}"
+
+    _with_precisions(ledger, {"dino-ep0020": "bfloat16"})
+    build_tables(ledger, tmp_path / "mixed", compare_to="dino-ep0010", resamples=50, seed=0)
+    mixed = "Mixed network precisions: bfloat16 (dino-ep0020); float32 (dino-ep0010, ref)."
+    assert mixed in _first_line(tmp_path / "mixed" / "checkpoints_val.md")
+    assert "Mixed network precisions: bfloat16 (dino-ep0020); float32 (dino-ep0010)." in _first_line(
+        tmp_path / "mixed" / "run-dino_val.md")
+    assert "precision" not in _first_line(tmp_path / "mixed" / "run-ref_val.md")  # ref alone: float32 throughout
+    assert mixed in (tmp_path / "mixed" / "checkpoints_val.tex").read_text()
+
+
+def test_a_table_of_one_lower_precision_names_it(tmp_path):
+    ledger = tmp_path / "ledger"
+    write_ledger(ledger)
+    _with_precisions(ledger, {"dino-ep0010": "bfloat16", "dino-ep0020": "bfloat16"})
+    build_tables(ledger, tmp_path / "out", compare_to="dino-ep0010", resamples=50, seed=0)
+    assert _first_line(tmp_path / "out" / "run-dino_val.md").endswith(
+        "Probe: linear,wd=0.0001,it=100. Network precision: bfloat16. Percent, value [95% bootstrap interval over "
+        "images]; best per column in bold.")

@@ -66,7 +66,9 @@ def open_labels(scoring: Scoring, annotations_sha256: str, *, role: str, purpose
 
 def record_identity(scoring: Scoring, role: str) -> dict:
     """The fields every scoring record shares: the checkpoint (name, run, epoch, and its sha256 and architecture as
-    the features' meta.json recorded them when the file was read), the data set, the role and the config's hash."""
+    the features' meta.json recorded them when the file was read), the network's precision in the features
+    (`features.precision`; None for features written before it was recorded), the data set, the role and the
+    config's hash."""
     from evaluate.ledger.records import ARCHITECTURE_FIELDS
     from evaluate.plumbing.atomic import read_json
 
@@ -77,6 +79,7 @@ def record_identity(scoring: Scoring, role: str) -> dict:
         "epoch": scoring.epoch,
         "checkpoint_sha256": meta["checkpoint_sha256"],
         **{key: meta.get(key) for key in ARCHITECTURE_FIELDS},
+        "precision": meta.get("precision"),
         "dataset": scoring.dataset,
         "role": role,
         "config_hash": scoring.config_hash,

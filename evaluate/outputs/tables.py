@@ -105,7 +105,8 @@ def _architecture(recs: Sequence[dict], checkpoint: str) -> str:
 
 def describe_dataset(recs: Sequence[dict], dataset: str) -> str:
     """Caption text: the data set, its number of images (and how many a measure left out), the decoder and
-    probe settings of these records."""
+    probe settings of these records, and the network precision of their features unless all are float32 (a table
+    that mixes precisions lists each with its checkpoints)."""
     measures = [m for r in recs for m in r["measures"]]
     n = max((m["n_images"] + m["n_left_out"] for m in measures), default=0)
     parts = [f"{dataset}, {n} images"]
@@ -118,7 +119,22 @@ def describe_dataset(recs: Sequence[dict], dataset: str) -> str:
         settings = sorted({r["setting"] for r in recs if r["kind"] == kind})
         if settings:
             text_ += f" {noun}: {'; '.join(settings)}."
-    return text_
+    return text_ + _precision_note(recs)
+
+
+def _precision_note(recs: Sequence[dict]) -> str:
+    """"" when every record's features ran in float32 (the reference); else the precision, or, where the records
+    mix precisions, each precision with its checkpoints. A record older than the field counts as float32, the one
+    precision of the CPU before `features.precision` (`features.autocast` was an opt-in switch of CUDA)."""
+    by_precision: dict[str, set[str]] = {}
+    for r in recs:
+        by_precision.setdefault(r.get("precision") or "float32", set()).add(r["checkpoint"])
+    if set(by_precision) <= {"float32"}:
+        return ""
+    if len(by_precision) == 1:
+        return f" Network precision: {next(iter(by_precision))}."
+    listed = "; ".join(f"{p} ({', '.join(sorted(c))})" for p, c in sorted(by_precision.items()))
+    return f" Mixed network precisions: {listed}."
 
 
 def _score_caption(what: str, recs: Sequence[dict], dataset: str, best: str = "best per column in bold") -> str:
