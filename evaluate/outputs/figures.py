@@ -32,6 +32,7 @@ from matplotlib.patches import Rectangle
 
 from evaluate import EvaluationError
 from evaluate.plumbing.atomic import atomic_path
+from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 from evaluate.ledger.records import read_records
 
 DPI = 100
@@ -71,7 +72,7 @@ def measure_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike) -
 
     Only records with an epoch are drawn; a measure without an interval gets no band.
     """
-    records = [r for r in read_records(Path(ledger_dir) / "records") if r["role"] == "eval" and r["epoch"] is not None]
+    records = [r for r in read_records(Path(ledger_dir) / RECORDS_IN_LEDGER) if r["role"] == "eval" and r["epoch"] is not None]
     series: dict[tuple[str, str], dict[str, list[tuple[int, float, float | None, float | None]]]] = {}
     for rec in records:
         run = rec["run"] or rec["checkpoint"]
@@ -256,7 +257,7 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     from evaluate.outputs.tables import eval_measures, gallery_picks  # noqa: PLC0415
 
     out = Path(out_dir)
-    records = read_records(Path(ledger_dir) / "records")
+    records = read_records(Path(ledger_dir) / RECORDS_IN_LEDGER)
     files = list(measure_figures(ledger_dir, out) or [])
     if dataset is not None and masks:
         name = dataset["name"]

@@ -33,6 +33,7 @@ from typing import Sequence
 
 from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records
+from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 from evaluate.outputs.table_model import (
     DISPLAY_NAMES,
     Cell,
@@ -473,7 +474,7 @@ def build_tables(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, comp
     `gallery_images`: images at each end of the gallery table (None: no gallery table).
     """
     boot = {"resamples": resamples, "seed": seed}
-    records = read_records(Path(ledger_dir) / "records")
+    records = read_records(Path(ledger_dir) / RECORDS_IN_LEDGER)
     tables = checkpoint_tables(records) + run_tables(records)
     if compare_to is not None:
         tables += compare_tables(records, compare_to, **boot)
