@@ -62,6 +62,9 @@ from evaluate.readings.geometry import KINDS  # noqa: E402
 from evaluate.readings.inputs import StoredInputs, model_batches, preprocess_shard  # noqa: E402
 
 DECODER = config_defaults("decoder")
+# The decoder's masks are compared under one setting, the contract's ncut setting (../shared/DESIGN.md): the schema
+# holds a sweep grid, not a single setting, and the bench must not depend on a selection.
+CONTRACT_SETTING = {"tau": 0.2, "eps": 1e-5, "split": "mean", "foreground": "seed", "component": "seed"}
 PROBE, BOOTSTRAP = config_defaults("probe"), config_defaults("bootstrap")
 PRECISIONS = ("float32", "bfloat16")
 READINGS = {"keys480": "last_keys", "tokens224": "tokens"}
@@ -123,8 +126,9 @@ def probe_miou(train: CocoDataset, train_annotations: Path, train_dir: Path, val
                val_annotations: Path, val_dir: Path) -> dict:
     """Train the probe on one precision's train tokens224, score it on that precision's val tokens224 (the jobs'
     own functions, the schema's probe and bootstrap settings): the probe_miou measure."""
-    from evaluate.probe.linear import (class_index, dataset_patch_labels, eval_items, fit_probe, probe_classes,
-                                       probe_measures, training_tokens)
+    from evaluate.probe.labels import class_index, dataset_patch_labels, probe_classes
+    from evaluate.probe.linear import fit_probe, training_tokens
+    from evaluate.probe.scores import eval_items, probe_measures
 
     classes = probe_classes(train.categories, str(train_annotations))
     reader = FeatureReader([train_dir], kinds=("tokens224",))
@@ -154,13 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (COCO_MINI / "annotations.json").is_file():
         print(f"bench/precision.py needs {COCO_MINI} (coco2017-mini); it is absent here", file=sys.stderr)
         return 2
-    from decoders.settings import NcutSettings
     from evaluate.scores.measures import decoder_measures
 
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    setting = NcutSettings(centre=bool(DECODER["centre"]), masks=int(DECODER["masks"]))
     decoder = get_decoder(DECODER["name"])
+    setting = decoder.Settings(centre=bool(DECODER["centre"]), masks=int(DECODER["masks"]), **CONTRACT_SETTING)
     root = Path(tempfile.mkdtemp(prefix="bench-precision-"))
     splits = {}
     for split, name in (("val", "annotations.json"), ("train", "annotations_train.json")):
