@@ -91,6 +91,11 @@ class Experiment:
         if not self.datasets and not self.videos:
             raise ConfigError("config.yaml: no data sets: name some under 'datasets:' (images) or 'videos:' (DAVIS)")
         for name, video in self.videos.items():
+            from evaluate.plumbing.paths import DEMO_VIDEO
+
+            if video.demo is not None and video.root != DEMO_VIDEO.format(dataset=name):
+                raise ConfigError(f"config.yaml: videos.{name}.root: a demo video set is drawn at "
+                                  f"{DEMO_VIDEO.format(dataset=name)}, so its root must be that, not {video.root}")
             if video.demo is None and not Path(video.root).is_dir():
                 raise ConfigError(f"config.yaml: videos.{name}.root: {video.root} is not a folder (a DAVIS-layout "
                                   "data set: JPEGImages/ and Annotations/)")

@@ -46,7 +46,8 @@ from evaluate.outputs.table_model import (
 )
 from evaluate.scores.measures import PERCENT, stats_array
 
-MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy")
+MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy",
+                 "jf_mean", "j_mean", "f_mean", "j_recall", "f_recall", "j_decay", "f_decay")
 TAU_DIGITS = 2  # decimals of Kendall's tau
 INTERVAL_TEXT = "value [95% bootstrap interval over images]"
 
