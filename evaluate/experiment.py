@@ -181,9 +181,9 @@ class Experiment:
         from evaluate.video.propagate import PropagationSettings
 
         try:
-            return PropagationSettings(**self.config.get("video", {}))
-        except TypeError as exc:  # a setting missing: the config was not validated with the schema's defaults
-            raise ConfigError(f"config.yaml: video: {exc}") from None
+            return PropagationSettings.of_config(self.config.get("video", {}))
+        except KeyError as exc:  # a setting missing: the config was not validated with the schema's defaults
+            raise ConfigError(f"config.yaml: video: no setting {exc} (validate the config with the schema)") from None
 
     def by_role(self, role: str) -> list[str]:
         return [name for name, d in self.datasets.items() if role in d.roles]

@@ -32,7 +32,7 @@ def propagate(smk: Any) -> None:
     checkpoint_file = Path(smk.input.checkpoint)
     video: dict = smk.params.video
     settings: dict = smk.params.settings
-    device, threads = str(smk.params.features["device"]), int(smk.params.features["threads"])
+    device, threads = str(smk.params.device), int(smk.threads)
     out_dir, out_run = Path(smk.output.results), Path(smk.output.run)
 
     from evaluate.video.protocol import propagate_one

@@ -59,7 +59,7 @@ def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.Pa
 
     checkpoint: its params (name, run, epoch); checkpoint_file, which: its file and network; dataset, root,
     resolution, sequences_file: the video data set; settings: the config's `video:` (`PropagationSettings`);
-    device (`auto`: CUDA where present), threads: the config's `features`; run_time: the data set's seal and budget.
+    device (`auto`: CUDA where present): the config's `features`; threads: its `video`; run_time: the data set's seal and budget.
     """
     import torch
 
@@ -71,7 +71,7 @@ def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.Pa
     from evaluate.readings.features import resolve_device
     from evaluate.video.propagate import PropagationSettings, propagate_sequence
 
-    chosen = PropagationSettings(**settings)
+    chosen = PropagationSettings.of_config(settings)
     davis = DavisDataset(root, resolution, sequences_file)
     video = davis.sequence(sequence)
     loaded = load_backbone(checkpoint_file, which=which)
@@ -162,7 +162,7 @@ def score_video(scoring: Scoring, *, root: str, resolution: str, sequences_file:
     from evaluate.video.propagate import PropagationSettings
     from evaluate.video.score import score_results
 
-    chosen = PropagationSettings(**settings)
+    chosen = PropagationSettings.of_config(settings)
     names = list(sequences)
     results_root = Path(results_root)
 

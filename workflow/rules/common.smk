@@ -23,6 +23,8 @@ DEMO_DATASETS = [n for n, d in DATASETS.items() if d.demo]
 DEMO_CHECKPOINTS = [n for n, c in CHECKPOINTS.items() if c.demo]
 VIDEOS = EXP.videos
 DEMO_VIDEOS = [n for n, v in VIDEOS.items() if v.demo]
+# the propagation's settings (config `video:` but its `threads`, which change no number)
+PROPAGATION = EXP.propagation.as_dict() if VIDEOS else None
 
 # Each rule's job function. Its code hash covers every module of the project the job can execute (the imports of
 # the job function, transitively; comments and docstrings do not count), so an edit re-runs exactly its jobs.

@@ -56,15 +56,15 @@ rule propagate:
         "benchmarks/propagate/{checkpoint}/{dataset}/{sequence}.tsv"
     wildcard_constraints:
         dataset=_alternatives(VIDEOS),
-    threads: config["features"]["threads"]
+    threads: config["video"]["threads"]
     resources:
         mem_mb=4000,
         runtime=120,
     params:
         checkpoint=checkpoint_of,
         video=video_of,
-        settings=config["video"],
-        features=config["features"],
+        settings=PROPAGATION,
+        device=config["features"]["device"],
         run_time=run_time_of,
         job=JOBS["propagate"],
         code=CODE["propagate"],
@@ -91,7 +91,7 @@ rule score_video:
     params:
         checkpoint=checkpoint_of,
         video=video_of,
-        settings=config["video"],
+        settings=PROPAGATION,
         bootstrap=config["bootstrap"],
         run_time=run_time_of,
         job=JOBS["score_video"],
