@@ -68,10 +68,10 @@ def test_the_results_are_in_davis_s_layout_with_the_truth_as_frame_0(finished):
     assert davis.names == ["seq00", "seq01"]
     for sequence in davis.sequences:
         folder = finished.work / paths.VIDEO_RESULTS.format(checkpoint="a", dataset="clip", sequence=sequence.name)
-        assert sorted(p.name for p in folder.iterdir()) == [f"{f.stem}.png" for f in sequence.frames]
+        assert sorted(p.name for p in folder.glob("*.png")) == [f"{f.stem}.png" for f in sequence.frames]
         first = first_mask(sequence)
         np.testing.assert_array_equal(read_mask(folder / "00000.png", result=True), first.labels)
-        for png in folder.iterdir():
+        for png in folder.glob("*.png"):
             with Image.open(png) as image:
                 assert image.mode == "P" and image.size == (128, 96)
                 assert int(np.asarray(image).max()) <= first.n_objects
@@ -158,7 +158,7 @@ def test_the_real_davis_sequences_run_through_the_workflow(tmp_path):
     ws.snakemake(target)
     for sequence in davis.sequences:
         folder = ws.work / paths.VIDEO_RESULTS.format(checkpoint="a", dataset="davis-mini", sequence=sequence.name)
-        assert sorted(p.name for p in folder.iterdir()) == [f"{f.stem}.png" for f in sequence.frames]
+        assert sorted(p.name for p in folder.glob("*.png")) == [f"{f.stem}.png" for f in sequence.frames]
         with Image.open(folder / f"{sequence.frames[-1].stem}.png") as image:
             assert image.size == (854, 480)
     rec = read_json(ws.work / target)

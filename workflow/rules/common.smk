@@ -287,4 +287,21 @@ def figure_inputs(wildcards):
         inputs["manifest"] = paths.MANIFEST.format(dataset=d)
         inputs["eigenvector"] = paths.EIGENVECTOR.format(checkpoint=REFERENCE, dataset=d)
         inputs["sweep"] = paths.SWEEP_TABLE
+    inputs["video_results"] = [
+        paths.VIDEO_RESULTS.format(checkpoint=c, dataset=v, sequence=s)
+        for v in VIDEOS
+        for s in video_sequence_names(v)
+        for c in CHECKPOINTS
+    ]
     return inputs
+
+
+def video_figure_params():
+    """What the video figures draw: each video data set (truth: False for a sealed one, whose ground truth is not
+    drawn) and each checkpoint's results root on it."""
+    videos = {
+        n: {"root": v.root, "resolution": v.resolution, "sequences_file": v.sequences_file, "truth": not v.sealed}
+        for n, v in VIDEOS.items()
+    }
+    results = {n: {c: paths.VIDEO_RESULTS_ROOT.format(checkpoint=c, dataset=n) for c in CHECKPOINTS} for n in VIDEOS}
+    return {"videos": videos, "results": results}
