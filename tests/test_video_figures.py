@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluate.datasets.davis import DavisDataset, read_mask, write_mask
+from videos import truth_as_results
+
+from evaluate.datasets.davis import DavisDataset
 from evaluate.demo.videos import make_demo_videos
 from evaluate.outputs.figures import PALETTE, FigureError
 from evaluate.outputs.overlays import ALPHA
@@ -19,11 +21,7 @@ from evaluate.outputs.video_figures import paint_objects, shown_frames, video_fi
 def drawn(tmp_path) -> tuple[DavisDataset, Path]:
     """The demo's videos (2 sequences of 5 frames) and their ground truth written as a results folder."""
     davis = DavisDataset(make_demo_videos(tmp_path / "davis", n_sequences=2, n_frames=5, seed=1))
-    results = tmp_path / "results"
-    for sequence in davis.sequences:
-        for mask in sequence.masks:
-            write_mask(results / sequence.name / mask.name, read_mask(mask))
-    return davis, results
+    return davis, truth_as_results(davis, tmp_path / "results")
 
 
 def test_the_shown_frames_are_the_first_the_middle_and_the_last():
