@@ -129,7 +129,7 @@ def test_demo_masks_are_the_drawn_ids_as_palette_or_grayscale_pngs(tmp_path):
     davis = DavisDataset(root)
     assert davis.names == ["seq00", "seq01"]
     for index, (name, mode, objects) in enumerate([("seq00", "P", 2), ("seq01", "L", 1)]):
-        frames, masks, n_objects = make_sequence(3, index, 5)
+        _, masks, n_objects = make_sequence(3, index, 5)
         assert n_objects == objects
         sequence = davis.sequence(name)
         assert first_mask(sequence).n_objects == objects

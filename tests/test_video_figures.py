@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from videos import truth_as_results
 
 from evaluate.datasets.davis import DavisDataset

@@ -20,7 +20,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from evaluate.outputs.figures import DPI, PALETTE, FigureError, _safe, save_png
-from evaluate.outputs.overlays import ALPHA, LEGEND_INCHES, SEALED_LEGEND, TILE_INCHES, TRUTH_COLOUR
+from evaluate.outputs.overlays import (
+    ALPHA,
+    LEGEND_INCHES,
+    SEALED_LEGEND,
+    TILE_INCHES,
+    TRUTH_COLOUR,
+)
 
 FRAMES_SHOWN = ("first", "middle", "last")
 TITLE_INCHES = 0.3  # the checkpoint and data set, under the legend
@@ -59,8 +65,8 @@ def video_figure(dataset, results_dir: str | os.PathLike, names: Sequence[str], 
     jf: sequence -> J&F in percent (the record's per-sequence value) for the row labels.
     PNG size: (3 * TILE_INCHES * DPI) x ((len(names) * TILE_INCHES + LEGEND_INCHES + TITLE_INCHES) * DPI) pixels.
     """
-    from evaluate.datasets.davis import read_mask  # noqa: PLC0415
-    from evaluate.readings.images import open_rgb  # noqa: PLC0415
+    from evaluate.datasets.davis import read_mask
+    from evaluate.readings.images import open_rgb
 
     if not names:
         raise FigureError(f"{results_dir}: a video figure needs at least one sequence")
@@ -105,7 +111,7 @@ def video_figures(videos: Mapping[str, Mapping], results: Mapping[str, Mapping[s
     results: name -> checkpoint -> its results root (DAVIS's results layout); records: the ledger's records (the
     video ones give each sequence's J&F); sequences: the first this many sequences of each data set are shown.
     """
-    from evaluate.datasets.davis import DavisDataset  # noqa: PLC0415
+    from evaluate.datasets.davis import DavisDataset
 
     files = []
     for name, video in videos.items():
