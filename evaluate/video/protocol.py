@@ -96,6 +96,7 @@ def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.Pa
         "checkpoint_format": loaded.format,
         **loaded.architecture_meta(),  # architecture, architecture_variant, head_layout: what the record copies
         "which": which,
+        "precision": "float32",  # the network's arithmetic here: features.precision is not applied to frames480
         "dataset": dataset,
         "sequence": sequence,
         "settings": chosen.as_dict(),
