@@ -16,6 +16,7 @@ include: "workflow/rules/demo.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/decoder.smk"
 include: "workflow/rules/probe.smk"
+include: "workflow/rules/video.smk"
 include: "workflow/rules/ledger.smk"
 
 
@@ -25,5 +26,6 @@ rule all:
         # named first so every data set's manifest (a Snakemake checkpoint) and every checkpoint file is scheduled
         # at once, not one after another as the input function below discovers them
         manifests=expand(paths.MANIFEST, dataset=DATASETS),
+        video_manifests=expand(paths.VIDEO_MANIFEST, dataset=VIDEOS),
         checkpoints=[c.path for c in CHECKPOINTS.values()],
         outputs=all_targets,

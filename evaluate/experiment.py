@@ -6,6 +6,8 @@ Everything here is pure and importable, so `workflow/rules/common.smk` stays a t
 
 - A data set has one or more roles: `select` (decoder settings are chosen on it), `eval` (reported scores),
   `probe-train` (the probe learns on it).
+- A video data set (`videos:`, DAVIS's layout) has the role `eval` only; it is scored by label propagation with the
+  `video:` settings (docs/design.md §12).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from evaluate.plumbing.config import (  # noqa: F401 (re-exported)
     Checkpoint,
     Dataset,
     RunTime,
+    VideoDataset,
     check_name,
     checkpoint_table,
     dataset_table,
     discover_checkpoints,
+    video_table,
 )
 
 SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
@@ -56,7 +60,7 @@ def check_config_names(config: dict[str, Any]) -> None:
     for (section, key), replacement in REPLACED_KEYS.items():
         if isinstance(config.get(section), dict) and key in config[section]:
             raise ConfigError(f"config.yaml: {section}.{key} was replaced by {replacement}")
-    for section in ("checkpoints", "datasets"):
+    for section in ("checkpoints", "datasets", "videos"):
         entries = config.get(section)
         if isinstance(entries, dict):
             for name in entries:
@@ -70,6 +74,7 @@ class Experiment:
     config: dict[str, Any]
     checkpoints: dict[str, Checkpoint] = field(init=False)
     datasets: dict[str, Dataset] = field(init=False)
+    videos: dict[str, VideoDataset] = field(init=False)
 
     def __post_init__(self) -> None:
         check_config_names(self.config)
@@ -82,6 +87,20 @@ class Experiment:
                     raise ConfigError(f"config.yaml: checkpoints.{name}.demo.{key}: {checkpoint.demo[key]!r} is not "
                                       f"a demo checkpoint {key} (one of {', '.join(known)})")
         self.datasets = dataset_table(self.config)
+        self.videos = video_table(self.config)
+        if not self.datasets and not self.videos:
+            raise ConfigError("config.yaml: no data sets: name some under 'datasets:' (images) or 'videos:' (DAVIS)")
+        for name, video in self.videos.items():
+            from evaluate.plumbing.paths import DEMO_VIDEO
+
+            if video.demo is not None and video.root != DEMO_VIDEO.format(dataset=name):
+                raise ConfigError(f"config.yaml: videos.{name}.root: a demo video set is drawn at "
+                                  f"{DEMO_VIDEO.format(dataset=name)}, so its root must be that, not {video.root}")
+            if video.demo is None and not Path(video.root).is_dir():
+                raise ConfigError(f"config.yaml: videos.{name}.root: {video.root} is not a folder (a DAVIS-layout "
+                                  "data set: JPEGImages/ and Annotations/)")
+        if self.videos:
+            self.propagation  # noqa: B018 - the video settings checked before any job
         features = self.config.get("features", {})
         if features.get("precision") == "float16" and features.get("device") == "cpu":
             raise ConfigError("config.yaml: features.precision: float16 runs on CUDA only, and features.device is "
@@ -156,6 +175,16 @@ class Experiment:
             return {int(c["id"]): str(c["name"]) for c in CATEGORIES}
         return None
 
+    @cached_property
+    def propagation(self):
+        """The `video:` settings as `evaluate.video.propagate.PropagationSettings` (its checks, one line each)."""
+        from evaluate.video.propagate import PropagationSettings
+
+        try:
+            return PropagationSettings.of_config(self.config.get("video", {}))
+        except KeyError as exc:  # a setting missing: the config was not validated with the schema's defaults
+            raise ConfigError(f"config.yaml: video: no setting {exc} (validate the config with the schema)") from None
+
     def by_role(self, role: str) -> list[str]:
         return [name for name, d in self.datasets.items() if role in d.roles]
 
@@ -183,7 +212,7 @@ class Experiment:
     def run_time(self, dataset: str) -> RunTime:
         """What the jobs of `dataset` read of the config when they run: a rule passes it through `params:`, and it
         never re-runs a job (`RunTime`, docs/design.md §8)."""
-        entry = self.datasets[dataset]
+        entry = self.datasets[dataset] if dataset in self.datasets else self.videos[dataset]
         features = self.config["features"]
         return RunTime(config_hash=self.config_hash, checkpoints=tuple(self.checkpoints), keep=bool(features["keep"]),
                        workers=int(features["workers"]), roles=entry.roles, sealed=entry.sealed, budget=entry.budget)

@@ -75,3 +75,13 @@ def small_davis(root: Path) -> Path:
     write_sequence(root, "shapes2", moving_shapes(6, (96, 200), 2, seed=1))
     write_sequence(root, "shape1", moving_shapes(5, (112, 96), 1, seed=2), grayscale=True)
     return root
+
+
+def truth_as_results(davis, out: Path) -> Path:
+    """Every mask of a `DavisDataset` written as a result (its ids, palette PNG) under `out/<sequence>/`."""
+    from evaluate.datasets.davis import read_mask
+
+    for sequence in davis.sequences:
+        for mask in sequence.masks:
+            write_mask(out / sequence.name / mask.name, read_mask(mask))
+    return out

@@ -38,7 +38,8 @@ def tables(smk: Any) -> None:
 
 
 def figures(smk: Any) -> None:
-    """Figures from the records (measures, overlays, galleries, sweep heatmap, agreement), one eigenvector map."""
+    """Figures from the records (measures, overlays, galleries, sweep heatmap, agreement), one eigenvector map, and
+    each video data set's propagated masks per checkpoint."""
     ledger_dir = Path(smk.input.scores).parent
     masks = [str(p) for p in smk.input.get("masks", [])]
     manifest_file = smk.input.get("manifest")
@@ -50,6 +51,7 @@ def figures(smk: Any) -> None:
     truth = bool(smk.params.truth)  # False: the figures' data set is sealed, its ground truth is not drawn
     checkpoints: list[str] = list(smk.params.checkpoints)
     reference: str = smk.params.reference
+    video: dict = smk.params.video
     out = Path(smk.output[0])
 
     from evaluate.outputs.figures import eigenvector_figure, ledger_figures
@@ -71,6 +73,12 @@ def figures(smk: Any) -> None:
         figure = out / f"eigenvector_{dataset['name']}_{image_id}.png"
         eigenvector_figure(image_path, vector, figure, title=f"{reference}, image {image_id}")
         files.append(figure)
+    if video["videos"]:
+        from evaluate.ledger.records import read_records
+        from evaluate.outputs.video_figures import video_figures
+
+        files += video_figures(video["videos"], video["results"], read_records(ledger_dir / "records"), out,
+                               sequences=int(figure_config["overlay_images"]))
     log.info("wrote %d figures", len(files))
 
 

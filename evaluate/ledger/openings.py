@@ -18,8 +18,9 @@ Failed and interrupted openings
     row with the suffix `!interrupted`.
 
 Budgets
-    A sealed data set may be opened `budget` times. Openings counted: all non-"budget" rows of that data set name
-    (failed and interrupted ones included) plus in-flight reservations. When the configured budget differs from the
+    A sealed data set may be opened `budget` times. Openings counted: all rows of that data set name but "budget"
+    and "propagate" ones (failed and interrupted ones included) plus in-flight reservations. `propagate` (a video's
+    first-frame masks, the protocol's given input, docs/design.md §12) is recorded but neither counted nor refused. When the configured budget differs from the
     last recorded one, a row with purpose `budget` and setting `budget=<n>` (or `budget=unlimited` when a data set
     is unsealed) is appended first, so raising a budget is on the record.
 
@@ -58,7 +59,8 @@ OPENING_COLUMNS = (
     "seq", "time", "dataset", "role", "purpose", "checkpoint", "setting", "n_images", "annotations_sha256",
     "result_sha256", "prev_row_sha256", "row_sha256",
 )
-PURPOSES = ("select", "eval", "probe-train", "probe-eval", "budget")
+PURPOSES = ("select", "eval", "probe-train", "probe-eval", "propagate", "video-eval", "budget")
+UNCOUNTED = ("budget", "propagate")  # purposes that do not count against a sealed data set's budget
 FAILED_SUFFIX = "!failed"
 INTERRUPTED_SUFFIX = "!interrupted"
 
@@ -264,8 +266,8 @@ def opening(
     """
     ledger_dir = Path(ledger_dir)
     if purpose not in PURPOSES or purpose == "budget":
-        raise LedgerError(f"opening of {dataset}: purpose {purpose!r} is not one of select, eval, probe-train, "
-                          "probe-eval")
+        raise LedgerError(f"opening of {dataset}: purpose {purpose!r} is not one of "
+                          f"{', '.join(p for p in PURPOSES if p != 'budget')}")
     if sealed and (budget is None or int(budget) < 0):
         raise LedgerError(f"config.yaml: datasets.{dataset} is sealed but has no budget (set datasets.{dataset}."
                           "budget to the number of openings allowed)")
@@ -285,9 +287,10 @@ def opening(
                 "dataset": dataset, "role": role, "purpose": "budget", "checkpoint": checkpoint,
                 "setting": wanted, "n_images": 0, "annotations_sha256": annotations_sha256, "result_sha256": "",
             })
-        if sealed:
-            used = sum(1 for r in rows if r["dataset"] == dataset and r["purpose"] != "budget")
-            in_flight = sum(1 for _, res in _reservations(ledger_dir) if res["row"]["dataset"] == dataset)
+        if sealed and purpose not in UNCOUNTED:
+            used = sum(1 for r in rows if r["dataset"] == dataset and r["purpose"] not in UNCOUNTED)
+            in_flight = sum(1 for _, res in _reservations(ledger_dir)
+                            if res["row"]["dataset"] == dataset and res["row"]["purpose"] not in UNCOUNTED)
             if used + in_flight >= int(budget):
                 raise BudgetExceeded(
                     f"data set {dataset!r} is sealed with budget {budget} and its labels were opened {used} time(s)"

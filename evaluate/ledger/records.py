@@ -28,7 +28,7 @@ from evaluate.plumbing.paths import RECORD_IN_LEDGER
 from evaluate.plumbing.provenance import code_version as _code_version
 from evaluate.plumbing.provenance import sha256_json
 
-KINDS = ("sweep", "decoder", "probe")  # what the workflow writes: sweep on select, decoder and probe on eval
+KINDS = ("sweep", "decoder", "probe", "video")  # what the workflow writes: sweep on select, the others on eval
 RECORD_FIELDS = (
     "kind", "checkpoint", "run", "epoch", "checkpoint_sha256", "dataset", "role", "setting", "code_version",
     "config_hash", "torch_version", "started", "finished", "wall_s", "max_rss_mb", "opening_row_sha256",

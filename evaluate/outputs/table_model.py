@@ -12,7 +12,8 @@ r"""A table as typed columns and cells holding numbers (`Table`), and its four r
 Best values: in a column marked `best`, the highest value (by the number, not by its rounded text) is bold
 (`\textbf{}`, `**`, `<strong>`); every cell that equals it exactly is bold too (ties share the bold); a column
 with fewer than two values has no best. Per-category tables (checkpoints as columns) mark the best checkpoint in
-each row instead (`best_by="row"`). Every measure here is better when higher (differences too).
+each row instead (`best_by="row"`). Every measure here is better when higher (differences too), but the video
+decays (`LOWER_IS_BETTER`), whose columns mark no best.
 """
 
 from __future__ import annotations
@@ -36,7 +37,15 @@ DISPLAY_NAMES = {
     "ar10": ("AR@10", "AR@10"),
     "probe_miou": ("probe mIoU", "probe mIoU"),
     "probe_accuracy": ("probe accuracy", "probe accuracy"),
+    "jf_mean": ("J&F", r"$\mathcal{J}\&\mathcal{F}$"),
+    "j_mean": ("J", r"$\mathcal{J}$"),
+    "f_mean": ("F", r"$\mathcal{F}$"),
+    "j_recall": ("J recall", r"$\mathcal{J}$ recall"),
+    "f_recall": ("F recall", r"$\mathcal{F}$ recall"),
+    "j_decay": ("J decay", r"$\mathcal{J}$ decay"),
+    "f_decay": ("F decay", r"$\mathcal{F}$ decay"),
 }
+LOWER_IS_BETTER = ("j_decay", "f_decay")  # measures whose columns mark no best (bold goes to the highest value)
 DIGITS = 1  # decimals of a percentage in Markdown, HTML and LaTeX (CSV keeps full precision)
 LATEX_SPECIALS = {
     "\\": r"\textbackslash{}", "_": r"\_", "&": r"\&", "%": r"\%", "#": r"\#", "$": r"\$", "{": r"\{",
@@ -90,8 +99,10 @@ def text_column(key: str, plain: str | None = None) -> Column:
 
 
 def measure_column(key: str, best: bool = True, suffix: str = "") -> Column:
-    """The column of measure `key` (`measure` or `kind:measure`) under its display names."""
+    """The column of measure `key` (`measure` or `kind:measure`) under its display names (no best marked for a
+    measure of LOWER_IS_BETTER)."""
     kind, _, base = key.rpartition(":")
+    best = best and base not in LOWER_IS_BETTER
     plain, latex = DISPLAY_NAMES.get(base, (base, latex_escape(base)))
     if kind:
         plain, latex = f"{kind} {plain}", f"{latex_escape(kind)} {latex}"

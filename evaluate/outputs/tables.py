@@ -47,7 +47,8 @@ from evaluate.outputs.table_model import (
 )
 from evaluate.scores.measures import PERCENT, stats_array
 
-MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy")
+MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy",
+                 "jf_mean", "j_mean", "f_mean", "j_recall", "f_recall", "j_decay", "f_decay")
 TAU_DIGITS = 2  # decimals of Kendall's tau
 INTERVAL_TEXT = "value [95% bootstrap interval over images]"
 
@@ -110,7 +111,7 @@ def describe_dataset(recs: Sequence[dict], dataset: str) -> str:
     that mixes precisions lists each with its checkpoints)."""
     measures = [m for r in recs for m in r["measures"]]
     n = max((m["n_images"] + m["n_left_out"] for m in measures), default=0)
-    parts = [f"{dataset}, {n} images"]
+    parts = [f"{dataset}, {n} {_unit(recs)}"]
     left = sorted({(m["n_images"], m["measure"]) for m in measures if m["n_left_out"]})
     for scored in sorted({s for s, _ in left}):
         names = ", ".join(DISPLAY_NAMES.get(x, (x,))[0] for s, x in left if s == scored)
@@ -138,8 +139,14 @@ def _precision_note(recs: Sequence[dict]) -> str:
     return f" Mixed network precisions: {listed}."
 
 
+def _unit(recs: Sequence[dict]) -> str:
+    """What the records' intervals resample: "sequences" for video records (§12), else "images"."""
+    return "sequences" if recs and all(r["kind"] == "video" for r in recs) else "images"
+
+
 def _score_caption(what: str, recs: Sequence[dict], dataset: str, best: str = "best per column in bold") -> str:
-    return f"{what} on {describe_dataset(recs, dataset)} Percent, {INTERVAL_TEXT}; {best}."
+    interval = INTERVAL_TEXT.replace("over images", f"over {_unit(recs)}")
+    return f"{what} on {describe_dataset(recs, dataset)} Percent, {interval}; {best}."
 
 
 def _checkpoint_rows(recs: Sequence[dict], index: dict, dataset: str, cols: Sequence[str],
@@ -400,6 +407,28 @@ def probe_class_tables(records: Sequence[dict], *, resamples: int, seed: int) ->
     return tables
 
 
+def video_sequence_tables(records: Sequence[dict]) -> list[Table]:
+    """Per video data set: J&F-Mean of each sequence (rows, in the records' order; the mean over its objects) for
+    every checkpoint (columns), from the video records' `per_sequence`."""
+    tables = []
+    for dataset, recs in sorted(_records_of(records, "video", "per_sequence").items()):
+        ckpts = [r["checkpoint"] for r in recs]
+        rows = {c: {row["sequence"]: row for row in r["per_sequence"]} for c, r in zip(ckpts, recs)}
+        names = list(dict.fromkeys(row["sequence"] for r in recs for row in r["per_sequence"]))
+        caption = (f"J&F-Mean per sequence on {dataset}, {len(names)} sequences: the mean over the sequence's "
+                   f"objects of (J + F) / 2. Setting: {'; '.join(sorted({r['setting'] for r in recs}))}. Percent; "
+                   "best checkpoint per sequence in bold.")
+        table = Table(f"video-sequences_{dataset}", caption,
+                      [text_column("sequence"), text_column("objects")]
+                      + [Column(c, c, latex_escape(c), numeric=True, best=True) for c in ckpts], best_by="row")
+        for name in names:
+            objects = next(rows[c][name]["objects"] for c in ckpts if name in rows[c])
+            table.rows.append([text(name), text(objects)] + [
+                Cell(rows[c][name]["jf_mean"] if name in rows[c] else None, None, None) for c in ckpts])
+        tables.append(table)
+    return tables
+
+
 def gallery_picks(rec: dict, n: int) -> tuple[list[int], list[int]]:
     """(worst, best) image ids of a decoder record by per-image Jaccard (`evaluate.scores.masks.extremes`)."""
     from evaluate.scores.masks import extremes  # noqa: PLC0415
@@ -481,6 +510,7 @@ def build_tables(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, comp
     if sweep_csv is not None:
         tables.append(sweep_table(sweep_csv))
     tables += category_tables(records, **boot) + probe_class_tables(records, **boot)
+    tables += video_sequence_tables(records)
     if gallery_images is not None:
         tables += gallery_tables(records, int(gallery_images))
     tables += agreement_tables(records, **boot)

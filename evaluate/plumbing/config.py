@@ -62,6 +62,22 @@ class Dataset:
 
 
 @dataclass(frozen=True)
+class VideoDataset:
+    """A video data set of the experiment (config `videos.<name>`, DAVIS's layout under `root`); its role is `eval`;
+    `budget` None: unlimited; `demo`: the demo sequences to draw, or None."""
+
+    name: str
+    root: str
+    resolution: str
+    sequences_file: str | None
+    sealed: bool
+    budget: int | None
+    demo: dict | None
+
+    roles = ("eval",)
+
+
+@dataclass(frozen=True)
 class RunTime:
     """What a job reads of the config when it runs, never a reason to re-run it (docs/design.md §8).
 
@@ -154,19 +170,46 @@ def dataset_table(config: dict[str, Any]) -> dict[str, Dataset]:
             if role not in ROLES:
                 raise ConfigError(f"config.yaml: datasets.{name}.roles: unknown role {role!r} "
                                   f"(known: {', '.join(ROLES)})")
-        sealed = bool(entry["sealed"])
-        budget = entry.get("budget")
-        if sealed and budget is None:
-            raise ConfigError(f"config.yaml: datasets.{name} is sealed but has no 'budget' (how often its labels may "
-                              "be opened)")
+        sealed, budget = _seal(entry, f"datasets.{name}")
         table[name] = Dataset(
             name=name,
             images=str(entry["images"]),
             annotations=str(entry["annotations"]),
             roles=roles,
             sealed=sealed,
-            budget=None if budget is None else int(budget),
+            budget=budget,
             demo=entry.get("demo"),
             probe=bool(entry["probe"]),
+        )
+    return table
+
+
+def _seal(entry: dict[str, Any], where: str) -> tuple[bool, int | None]:
+    """A data set's seal and budget (None: unlimited); a sealed one without a budget is an error naming `where`."""
+    sealed = bool(entry.get("sealed", False))
+    budget = entry.get("budget")
+    if sealed and budget is None:
+        raise ConfigError(f"config.yaml: {where} is sealed but has no 'budget' (how often its labels may be opened)")
+    return sealed, None if budget is None else int(budget)
+
+
+def video_table(config: dict[str, Any]) -> dict[str, VideoDataset]:
+    """All video data sets of the experiment, by name; a name that is also an image data set's is an error (the
+    ledger counts openings, and so budgets, by data-set name)."""
+    table = {}
+    for name, entry in (config.get("videos") or {}).items():
+        check_name(name, "videos:")
+        if name in (config.get("datasets") or {}):
+            raise ConfigError(f"config.yaml: videos.{name}: the name is also a data set's under 'datasets:'; data "
+                              "sets share one ledger, so give the video data set another name")
+        sealed, budget = _seal(entry, f"videos.{name}")
+        table[name] = VideoDataset(
+            name=name,
+            root=str(entry["root"]),
+            resolution=str(entry["resolution"]),
+            sequences_file=None if entry.get("sequences_file") is None else str(entry["sequences_file"]),
+            sealed=sealed,
+            budget=budget,
+            demo=entry.get("demo"),
         )
     return table

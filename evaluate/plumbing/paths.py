@@ -34,6 +34,13 @@ EIGENVECTOR = f"{DECODER}/eigenvector/{{checkpoint}}/{{dataset}}.npz"
 PROBE_WEIGHTS = f"{RESULTS}/probe/{{checkpoint}}/probe.safetensors"
 PROBE_TRAINING = f"{RESULTS}/probe/{{checkpoint}}/training.json"
 
+# the video reading (docs/design.md §12): a video data set's sequences (a Snakemake checkpoint), each sequence's
+# propagated masks in DAVIS's results layout (RESULTS_ROOT/<sequence>/<frame>.png) and what its propagation did
+VIDEO_MANIFEST = f"{RESULTS}/datasets/{{dataset}}/sequences.json"
+VIDEO_RESULTS_ROOT = f"{RESULTS}/video/{{checkpoint}}/{{dataset}}"
+VIDEO_RESULTS = f"{VIDEO_RESULTS_ROOT}/{{sequence}}"
+VIDEO_RUN = f"{RESULTS}/video_runs/{{checkpoint}}/{{dataset}}/{{sequence}}.json"
+
 # stage 5: the ledger, tables, figures, report
 LEDGER = f"{RESULTS}/ledger"
 RECORDS_IN_LEDGER = "records"
@@ -43,6 +50,7 @@ RECORD = f"{LEDGER}/{RECORD_IN_LEDGER}"
 SWEEP_RECORD = RECORD.replace("{kind}", "sweep")
 DECODER_RECORD = RECORD.replace("{kind}", "decoder")
 PROBE_RECORD = RECORD.replace("{kind}", "probe")
+VIDEO_RECORD = RECORD.replace("{kind}", "video")
 OPENINGS = f"{LEDGER}/openings.csv"
 # a copy of each scoring's record under the key of what decided it, so a re-run on the same inputs opens no labels;
 # beside it, the result its opening row hashes where the record does not hold it (the selection's sweep table rows)
@@ -59,3 +67,4 @@ DEMO_CHECKPOINT = f"{RESULTS}/demo/checkpoints/{{checkpoint}}.pth"
 DEMO_DATASET = f"{RESULTS}/demo/datasets/{{dataset}}"
 DEMO_ANNOTATIONS = f"{DEMO_DATASET}/annotations.json"
 DEMO_IMAGES = f"{DEMO_DATASET}/images"
+DEMO_VIDEO = f"{RESULTS}/demo/videos/{{dataset}}"

@@ -35,10 +35,10 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -133,6 +133,12 @@ class PropagationSettings:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def of_config(cls, section: Mapping[str, Any]) -> PropagationSettings:
+        """The settings of the config's `video:` section (validated: every setting present), whose other keys
+        (e.g. `threads`) change no number and are left out."""
+        return cls(**{f.name: section[f.name] for f in fields(cls)})
 
 
 def neighbourhood_window(grid: tuple[int, int], radius: int) -> Tensor | None:

@@ -21,6 +21,10 @@ PROBE_EVAL_DATASETS = EXP.probe_eval_datasets
 REFERENCE = EXP.reference_checkpoint
 DEMO_DATASETS = [n for n, d in DATASETS.items() if d.demo]
 DEMO_CHECKPOINTS = [n for n, c in CHECKPOINTS.items() if c.demo]
+VIDEOS = EXP.videos
+DEMO_VIDEOS = [n for n, v in VIDEOS.items() if v.demo]
+# the propagation's settings (config `video:` but its `threads`, which change no number)
+PROPAGATION = EXP.propagation.as_dict() if VIDEOS else None
 
 # Each rule's job function. Its code hash covers every module of the project the job can execute (the imports of
 # the job function, transitively; comments and docstrings do not count), so an edit re-runs exactly its jobs.
@@ -43,6 +47,10 @@ JOBS = {
     "figures": "evaluate.jobs.ledger:figures",
     "eigenvector": "evaluate.jobs.ledger:eigenvector",
     "html_report": "evaluate.jobs.ledger:html_report",
+    "demo_video": "evaluate.jobs.video:demo_video",
+    "video_sequences": "evaluate.jobs.video:video_sequences",
+    "propagate": "evaluate.jobs.video:propagate",
+    "score_video": "evaluate.jobs.video:score_video",
 }
 CODE = {rule: job_code_hash(job, SCRIPT) for rule, job in JOBS.items()}
 
@@ -53,8 +61,9 @@ def _alternatives(names):
 
 wildcard_constraints:
     checkpoint=_alternatives(CHECKPOINTS),
-    dataset=_alternatives(DATASETS),
+    dataset=_alternatives([*DATASETS, *VIDEOS]),
     shard=r"\d{3}",
+    sequence=r"[^/]+",
 
 
 # ------------------------------------------------------------------------------------------- config as params
@@ -105,6 +114,16 @@ def demo_dataset_of(wildcards):
 
 def demo_checkpoint_of(wildcards):
     return CHECKPOINTS[wildcards.checkpoint].demo
+
+
+def video_of(wildcards):
+    """Where a video data set lives (its seal and budget come in `run_time`)."""
+    v = VIDEOS[wildcards.dataset]
+    return {"name": v.name, "root": v.root, "resolution": v.resolution, "sequences_file": v.sequences_file}
+
+
+def demo_video_of(wildcards):
+    return VIDEOS[wildcards.dataset].demo
 
 
 # ------------------------------------------------------------------------------------------- input functions
@@ -178,6 +197,37 @@ def score_probe_inputs(wildcards):
     }
 
 
+def video_source(wildcards):
+    """What a video data set's listing waits for: the demo's drawing, or nothing (a folder already there)."""
+    return [paths.DEMO_VIDEO.format(dataset=wildcards.dataset)] if VIDEOS[wildcards.dataset].demo else []
+
+
+def sequence_source(wildcards):
+    """A sequence's frames folder (the demo's whole drawing, which holds it, for a demo video set)."""
+    v = VIDEOS[wildcards.dataset]
+    if v.demo:
+        return paths.DEMO_VIDEO.format(dataset=v.name)
+    return f"{v.root}/JPEGImages/{v.resolution}/{wildcards.sequence}"
+
+
+def video_sequence_names(dataset):
+    """The sequences of a video data set, read from its manifest (a Snakemake checkpoint)."""
+    manifest = checkpoints.video_sequences.get(dataset=dataset).output.manifest
+    with open(manifest) as handle:
+        return [s["name"] for s in json.load(handle)["sequences"]]
+
+
+def score_video_inputs(wildcards):
+    c, d = wildcards.checkpoint, wildcards.dataset
+    names = video_sequence_names(d)
+    return {
+        "manifest": paths.VIDEO_MANIFEST.format(dataset=d),
+        "results": [paths.VIDEO_RESULTS.format(checkpoint=c, dataset=d, sequence=s) for s in names],
+        "runs": [paths.VIDEO_RUN.format(checkpoint=c, dataset=d, sequence=s) for s in names],
+        "checkpoint": CHECKPOINTS[c].path,
+    }
+
+
 def all_records():
     records = []
     if SELECT_DATASET:
@@ -187,6 +237,7 @@ def all_records():
         records += [
             paths.PROBE_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in PROBE_EVAL_DATASETS
         ]
+    records += [paths.VIDEO_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in VIDEOS]
     return records
 
 
@@ -236,4 +287,21 @@ def figure_inputs(wildcards):
         inputs["manifest"] = paths.MANIFEST.format(dataset=d)
         inputs["eigenvector"] = paths.EIGENVECTOR.format(checkpoint=REFERENCE, dataset=d)
         inputs["sweep"] = paths.SWEEP_TABLE
+    inputs["video_results"] = [
+        paths.VIDEO_RESULTS.format(checkpoint=c, dataset=v, sequence=s)
+        for v in VIDEOS
+        for s in video_sequence_names(v)
+        for c in CHECKPOINTS
+    ]
     return inputs
+
+
+def video_figure_params():
+    """What the video figures draw: each video data set (truth: False for a sealed one, whose ground truth is not
+    drawn) and each checkpoint's results root on it."""
+    videos = {
+        n: {"root": v.root, "resolution": v.resolution, "sequences_file": v.sequences_file, "truth": not v.sealed}
+        for n, v in VIDEOS.items()
+    }
+    results = {n: {c: paths.VIDEO_RESULTS_ROOT.format(checkpoint=c, dataset=n) for c in CHECKPOINTS} for n in VIDEOS}
+    return {"videos": videos, "results": results}

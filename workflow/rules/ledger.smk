@@ -64,6 +64,7 @@ rule figures:
         truth=figure_truth(),
         checkpoints=list(CHECKPOINTS),
         reference=REFERENCE,
+        video=video_figure_params(),
         job=JOBS["figures"],
         code=CODE["figures"],
     script:

@@ -1,0 +1,192 @@
+"""The video reading as workflow jobs (docs/design.md §12): the entries of workflow/rules/video.smk.
+
+- `list_sequences`: a video data set's manifest (its sequences, frame and mask names, the identity of its labels),
+  from folder listings and file hashes alone (no label decoded, no opening);
+- `propagate_one`: one checkpoint on one sequence: the network on `frames480`, the first frame's masks carried to
+  every frame (`evaluate.video.propagate`), DAVIS's results layout `out_dir/<frame>.png` (written under a temporary
+  folder name, then renamed), and a run file saying what was run (the checkpoint's sha256 and architecture, the
+  settings, the grid, the seconds). The first-frame mask is the protocol's given input: an openings row of purpose
+  `propagate`, which a sealed data set's budget does not count;
+- `score_video`: one checkpoint on one video data set: every other mask opened once (purpose `video-eval`, counted),
+  the official measures (`evaluate.video.score`), one ledger record (kind `video`) whose intervals resample
+  SEQUENCES (the `ratio` reducer of per-sequence [sum over its objects, object count]), with the per-sequence and
+  per-object values and the propagation settings; or the record of the same results, labels, code and settings
+  reused (`evaluate.ledger.scoring.score_on_record`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evaluate.datasets.davis import DavisDataset
+    from evaluate.ledger.scoring import Scoring
+    from evaluate.plumbing.config import RunTime
+
+log = logging.getLogger("evaluate.video.protocol")
+TMP_SUFFIX = ".tmp"  # a sequence's results folder while it is written
+
+
+def list_sequences(*, root: str, resolution: str, sequences_file: str | None, out: str | os.PathLike) -> dict:
+    """Write the data set's manifest (`DavisDataset.manifest`: sequences, frames, masks, label hashes) to `out`."""
+    from evaluate.datasets.davis import DavisDataset
+    from evaluate.plumbing.atomic import write_json
+
+    manifest = DavisDataset(root, resolution, sequences_file).manifest()
+    write_json(out, manifest)
+    log.info("%s: %d sequence(s)", root, len(manifest["sequences"]))
+    return manifest
+
+
+def file_hashes(folder: Path) -> dict[str, str]:
+    """{file name: sha256} of a results folder's PNGs, sorted by name: what a propagation opening hashes."""
+    from evaluate.plumbing.provenance import sha256_file
+
+    return {p.name: sha256_file(p) for p in sorted(folder.glob("*.png"))}
+
+
+def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.PathLike, which: str, dataset: str,
+                  root: str, resolution: str, sequences_file: str | None, sequence: str, settings: Mapping[str, Any],
+                  device: str, threads: int, run_time: RunTime, out_dir: str | os.PathLike,
+                  out_run: str | os.PathLike) -> dict:
+    """Propagate one sequence's first-frame masks with one checkpoint; returns the run file's content.
+
+    checkpoint: its params (name, run, epoch); checkpoint_file, which: its file and network; dataset, root,
+    resolution, sequences_file: the video data set; settings: the config's `video:` (`PropagationSettings`);
+    device (`auto`: CUDA where present): the config's `features`; threads: its `video`; run_time: the data set's seal and budget.
+    """
+    import torch
+
+    from evaluate.datasets.davis import DavisDataset
+    from evaluate.ledger.scoring import Scoring, open_labels
+    from evaluate.networks.checkpoints import load_backbone
+    from evaluate.plumbing.atomic import write_json
+    from evaluate.plumbing.provenance import sha256_json
+    from evaluate.readings.features import resolve_device
+    from evaluate.video.propagate import PropagationSettings, propagate_sequence
+
+    chosen = PropagationSettings.of_config(settings)
+    davis = DavisDataset(root, resolution, sequences_file)
+    video = davis.sequence(sequence)
+    loaded = load_backbone(checkpoint_file, which=which)
+    device = resolve_device(device)
+    torch.set_num_threads(int(threads))
+    network = loaded.model.to(device)
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + TMP_SUFFIX)
+    shutil.rmtree(tmp, ignore_errors=True)
+    scoring = Scoring.of(checkpoint, dataset, out_run, run_time)
+    with open_labels(scoring, davis.annotations_sha256("first", [sequence]), role="eval", purpose="propagate",
+                     setting=chosen.name, n_images=1) as labels:
+        run = propagate_sequence(network, video, chosen, tmp)
+        written = file_hashes(tmp)
+        labels.result_sha256 = sha256_json(written)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)
+    summary = {
+        "checkpoint": checkpoint["name"],
+        "checkpoint_path": str(checkpoint_file),
+        "checkpoint_sha256": loaded.sha256,
+        "checkpoint_format": loaded.format,
+        **loaded.architecture_meta(),  # architecture, architecture_variant, head_layout: what the record copies
+        "which": which,
+        "precision": "float32",  # the network's arithmetic here: features.precision is not applied to frames480
+        "dataset": dataset,
+        "sequence": sequence,
+        "settings": chosen.as_dict(),
+        "setting": chosen.name,
+        "n_frames": run.n_frames,
+        "n_objects": run.n_objects,
+        "frame_size": list(run.frame_size),
+        "grid": list(run.grid),
+        "device": device,
+        "seconds": run.seconds,
+        "opening_row_sha256": labels.row_sha256,
+        "results": written,
+    }
+    write_json(out_run, summary)
+    log.info("%s on %s/%s: %d frames, %d object(s), %.1f s", checkpoint["name"], dataset, sequence, run.n_frames,
+             run.n_objects, run.seconds)
+    return summary
+
+
+@dataclass(frozen=True)
+class VideoLabels:
+    """A video data set opened for scoring: the data set and the identity of the masks scoring reads."""
+
+    dataset: DavisDataset
+    names: list[str]
+    annotations_sha256: str
+
+
+def video_measures(scores: Any, *, resamples: int, seed: int) -> list[dict]:
+    """The record's measures of `evaluate.video.score.VideoScores`: each of `evaluate.video.measures.MEASURES` in
+    percent, its interval by resampling sequences (per sequence [sum of its objects' values, object count], the
+    `ratio` reducer; the sequence's index is the unit)."""
+    from evaluate.scores.measures import make_measure
+    from evaluate.video.measures import MEASURES
+
+    units = list(range(len(scores.sequences)))
+    return [make_measure(m, image_ids=units, per_image=scores.per_sequence(m), reducer="ratio", resamples=resamples,
+                         seed=seed) for m in MEASURES]
+
+
+def per_sequence_rows(scores: Any) -> list[dict]:
+    """One row per sequence: its name, objects and each measure in percent (mean over its objects)."""
+    from evaluate.video.measures import MEASURES, PERCENT
+
+    sums = {m: scores.per_sequence(m) for m in MEASURES}
+    return [{"sequence": name, "objects": int(sums[MEASURES[0]][i][1]),
+             **{m: PERCENT * sums[m][i][0] / sums[m][i][1] for m in MEASURES}}
+            for i, name in enumerate(scores.sequences)]
+
+
+def score_video(scoring: Scoring, *, root: str, resolution: str, sequences_file: str | None,
+                manifest_file: str | os.PathLike, results_root: str | os.PathLike, sequences: Sequence[str],
+                settings: Mapping[str, Any], resamples: int, seed: int, code: str,
+                out_record: str | os.PathLike) -> dict:
+    """Score `results_root/<sequence>/` for `sequences` against the data set's masks; write the video record.
+
+    scoring: the checkpoint and data set, whose `features_meta` is a propagation run file (it names the
+    checkpoint's sha256 and architecture); settings: the propagation's (the record's setting is their name).
+    Returns the record.
+    """
+    from evaluate.datasets.davis import DavisDataset
+    from evaluate.ledger.scoring import Scored, score_on_record
+    from evaluate.plumbing.atomic import read_json
+    from evaluate.video.propagate import PropagationSettings
+    from evaluate.video.score import score_results
+
+    chosen = PropagationSettings.of_config(settings)
+    names = list(sequences)
+    results_root = Path(results_root)
+
+    def open_dataset() -> VideoLabels:
+        davis = DavisDataset(root, resolution, sequences_file)
+        return VideoLabels(davis, names, davis.annotations_sha256("rest", names))
+
+    def score(labels: VideoLabels) -> Scored:
+        scores = score_results(results_root, labels.dataset, labels.names)
+        return Scored(measures=video_measures(scores, resamples=resamples, seed=seed),
+                      fields={"sequences": names, "per_sequence": per_sequence_rows(scores),
+                              "per_object": scores.per_object(), "propagation": chosen.as_dict()})
+
+    manifest = read_json(manifest_file)
+    n_masks = sum(len(s["masks"]) - 1 for s in manifest["sequences"] if s["name"] in set(names))
+    results = sorted(p for name in names for p in (results_root / name).glob("*.png"))
+    record, _ = score_on_record(
+        scoring, kind="video", role="eval", purpose="video-eval", setting=chosen.name, n_images=n_masks,
+        out_record=out_record, decided_by=[manifest_file, *results],
+        settings={"code": code, "resamples": resamples, "seed": seed, "propagation": chosen.as_dict()},
+        open_dataset=open_dataset, score=score,
+    )
+    value = {m["measure"]: m["value"] for m in record["measures"]}
+    log.info("%s on %s: J&F %.2f, J %.2f, F %.2f (%d sequence(s))", scoring.checkpoint, scoring.dataset,
+             value["jf_mean"], value["j_mean"], value["f_mean"], len(names))
+    return record
