@@ -17,6 +17,7 @@ include: "workflow/rules/features.smk"
 include: "workflow/rules/decoder.smk"
 include: "workflow/rules/probe.smk"
 include: "workflow/rules/ledger.smk"
+include: "workflow/rules/attention.smk"
 
 
 rule all:
