@@ -31,7 +31,7 @@ def attention_heatmap(tables: Mapping, title: str, out_png: str | os.PathLike) -
     """tables: a record's `attention_tables` ({"blocks", "heads", "attention_spread": blocks lists of heads
     floats in percent, "attention_entropy": the same in nats})."""
     fig = Figure(figsize=HEATMAP_FIGSIZE, dpi=DPI)
-    for k, (name, unit, digits) in enumerate((("attention_spread", "% of patches", 0), ("attention_entropy", "nats",
+    for k, (name, unit, digits) in enumerate((("attention_spread", "% of patches", 1), ("attention_entropy", "nats",
                                                                                           2))):
         values = np.asarray(tables[name], dtype=np.float64)
         ax = fig.add_subplot(1, 2, k + 1)
