@@ -4,17 +4,17 @@
   224-px inputs, and verify accepts the ledger with no openings row for it;
 - the XCiT's record says the reading is absent, and its row of the checkpoint table shows a dash;
 - the per-head table, the heatmap, the per-patch figure and report.html's links to them exist;
-- adding the reading to a finished run (its files removed, as in a run made before it existed) plans only the
-  attention jobs and the tables, figures and report after them, opens no labels and touches no feature.
+- turning the reading on in a run finished without it (`attention: false`) plans only the attention jobs and the
+  scores, tables, figures and report after them, opens no labels and touches no feature.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -27,12 +27,34 @@ XCIT = {"path": "results/demo/checkpoints/x.pth", "run": "x", "epoch": 100,
         "demo": {"architecture": "xcit-s12-16", "format": "dino-backbone", "seed": 30}}
 
 
+@dataclass
+class Grown:
+    """A tiny run finished without the reading (`attention: false`), then with it: what the switch planned and ran."""
+
+    ws: Workspace
+    planned: dict
+    ran: str
+    openings_before: bytes
+    features_before: dict
+
+
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Workspace:
+def grown(tmp_path_factory) -> Grown:
     ws = Workspace(tmp_path_factory.mktemp("attention-workflow"))
-    ws.write_config(tiny_config({"a": checkpoint_entry("a", "dino-backbone", 0, 100), "x": XCIT}))
+    config = tiny_config({"a": checkpoint_entry("a", "dino-backbone", 0, 100), "x": XCIT})
+    ws.write_config({**config, "attention": False})
     ws.snakemake()
-    return ws
+    results = ws.work / "results"
+    openings = (results / "ledger" / "openings.csv").read_bytes()
+    features = {p: p.stat().st_mtime_ns for p in (results / "features").rglob("*") if p.is_file()}
+    ws.write_config(config)  # the reading is on by default
+    planned = planned_jobs(ws.snakemake("--dry-run"))
+    return Grown(ws, planned, ws.snakemake(), openings, features)
+
+
+@pytest.fixture(scope="module")
+def finished(grown) -> Workspace:
+    return grown.ws
 
 
 def test_the_record_equals_spread_summary_of_the_shards_inputs(finished):
@@ -86,16 +108,11 @@ def test_the_per_head_table_and_the_attention_figures_are_in_the_report(finished
         assert f'id="{stem}"' in report, stem
 
 
-def test_adding_the_reading_to_a_finished_run_runs_only_its_jobs_and_opens_nothing(finished):
-    results = finished.work / "results"
-    openings = (results / "ledger" / "openings.csv").read_bytes()
-    features = {p: p.stat().st_mtime_ns for p in (results / "features").rglob("*") if p.is_file()}
-    for made_by_the_reading in ("attention", "attention-rows", "ledger/records/attention"):
-        shutil.rmtree(results / made_by_the_reading)
-    jobs = planned_jobs(finished.snakemake("--dry-run"))
-    assert jobs == {"attention_shard": 4, "attention_record": 2, "attention_rows": 2, "scores": 1, "tables": 1,
-                    "figures": 1, "html_report": 1, "all": 1}, jobs
-    finished.snakemake()
-    assert (results / "ledger" / "openings.csv").read_bytes() == openings
-    assert {p: p.stat().st_mtime_ns for p in features} == features
-    assert planned_jobs(finished.snakemake("--dry-run")) == {}
+def test_adding_the_reading_to_a_finished_run_runs_only_its_jobs_and_opens_nothing(grown):
+    assert grown.planned == {"attention_shard": 4, "attention_record": 2, "attention_rows": 2, "scores": 1,
+                             "tables": 1, "figures": 1, "html_report": 1, "all": 1}, grown.planned
+    assert "rule extract:" not in grown.ran and "rule score_decoder:" not in grown.ran
+    results = grown.ws.work / "results"
+    assert (results / "ledger" / "openings.csv").read_bytes() == grown.openings_before
+    assert {p: p.stat().st_mtime_ns for p in grown.features_before} == grown.features_before
+    assert planned_jobs(grown.ws.snakemake("--dry-run")) == {}

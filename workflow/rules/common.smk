@@ -190,7 +190,8 @@ def all_records():
         records += [
             paths.PROBE_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in PROBE_EVAL_DATASETS
         ]
-    records += [paths.ATTENTION_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in EVAL_DATASETS]
+    if config["attention"]:
+        records += [paths.ATTENTION_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in EVAL_DATASETS]
     return records
 
 
@@ -201,7 +202,7 @@ def attention_shards(wildcards):
 
 def attention_rows_files():
     """The per-patch figure's rows: every checkpoint's, on the first eval data set."""
-    if not EVAL_DATASETS:
+    if not (config["attention"] and EVAL_DATASETS):
         return []
     return [paths.ATTENTION_ROWS.format(checkpoint=c, dataset=EVAL_DATASETS[0]) for c in CHECKPOINTS]
 
