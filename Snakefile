@@ -18,6 +18,7 @@ include: "workflow/rules/decoder.smk"
 include: "workflow/rules/probe.smk"
 include: "workflow/rules/video.smk"
 include: "workflow/rules/ledger.smk"
+include: "workflow/rules/attention.smk"
 
 
 rule all:

@@ -261,7 +261,7 @@ def test_every_record_holds_the_hash_of_the_config_the_run_validated(finished):
 
     expected = config_hash(load_config(yaml.safe_load((finished.work / "config.yaml").read_text())))
     records = sorted((finished.work / "results" / "ledger" / "records").rglob("*.json"))
-    assert len(records) == 3 and {json.loads(p.read_text())["config_hash"] for p in records} == {expected}
+    assert len(records) == 4 and {json.loads(p.read_text())["config_hash"] for p in records} == {expected}
 
 
 # ---- features.keep: false -------------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@
                  mean over rows of H and of e^H / N; absent (None) for XCiT, whose attention runs across channels
     summary.py   per checkpoint and data set: the block-12 measures `attention_spread` and `attention_entropy` with
                  bootstrap intervals over images, and the full (blocks x heads) tables
+    shards.py    the workflow's entries: one checkpoint's reading of one shard (its own job, on the decoded 224-px
+                 inputs), the label-free `attention` record of a checkpoint on a data set, one image's rows
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ def figures(smk: Any) -> None:
     masks = [str(p) for p in smk.input.get("masks", [])]
     manifest_file = smk.input.get("manifest")
     eigenvector_file = smk.input.get("eigenvector")
+    attention_rows = [str(p) for p in smk.input.get("attention_rows", [])]
     sweep_csv = smk.input.get("sweep")
     figure_config: dict = smk.params.figures
     resamples, seed = int(smk.params.bootstrap["resamples"]), int(smk.params.bootstrap["seed"])
@@ -60,7 +61,7 @@ def figures(smk: Any) -> None:
     files = ledger_figures(ledger_dir, out, dataset=dataset, masks=dict(zip(checkpoints, masks)) if masks else None,
                            sweep_csv=sweep_csv, overlay_images=int(figure_config["overlay_images"]),
                            gallery_images=int(figure_config["gallery_images"]), resamples=resamples, seed=seed,
-                           truth=truth)
+                           truth=truth, attention_rows=dict(zip(checkpoints, attention_rows)))
     if masks:
         import numpy as np
 

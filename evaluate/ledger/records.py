@@ -28,7 +28,9 @@ from evaluate.plumbing.paths import RECORD_IN_LEDGER
 from evaluate.plumbing.provenance import code_version as _code_version
 from evaluate.plumbing.provenance import sha256_json
 
-KINDS = ("sweep", "decoder", "probe", "video")  # what the workflow writes: sweep on select, the others on eval
+KINDS = ("sweep", "decoder", "probe", "video", "attention")  # sweep on select, the others on eval
+# kinds that read no label: their records cite no opening (`opening_row_sha256` null) and verify asks for none
+LABEL_FREE_KINDS = ("attention",)
 RECORD_FIELDS = (
     "kind", "checkpoint", "run", "epoch", "checkpoint_sha256", "dataset", "role", "setting", "code_version",
     "config_hash", "torch_version", "started", "finished", "wall_s", "max_rss_mb", "opening_row_sha256",

@@ -1,7 +1,8 @@
 """Verification of the whole ledger, and its command: `python -m evaluate.ledger verify [results/ledger]`.
 
 docs/design.md §7. Checks the openings chain, every record's hash, and that each record's opening row is in
-openings.csv (so no score exists whose labels were never recorded as opened).
+openings.csv (so no score exists whose labels were never recorded as opened); a record of a label-free kind
+(`LABEL_FREE_KINDS`: the attention spread) cites no opening.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Sequence
 from evaluate import EvaluationError
 from evaluate.ledger import LedgerError
 from evaluate.ledger.openings import openings_path, read_openings
-from evaluate.ledger.records import read_record
+from evaluate.ledger.records import LABEL_FREE_KINDS, read_record
 from evaluate.ledger.scores_table import rebuild_scores
 from evaluate.plumbing.paths import LEDGER, RECORDS_IN_LEDGER
 
@@ -36,14 +37,16 @@ def verify_ledger(ledger_dir: str | os.PathLike) -> dict:
     n_measures = 0
     for p in paths:
         rec = read_record(p)
+        n_measures += len(rec["measures"])
+        if rec["kind"] in LABEL_FREE_KINDS and rec["opening_row_sha256"] is None:
+            continue  # a reading that needs no label (the attention spread): nothing was opened
         row = by_hash.get(rec["opening_row_sha256"])
         if row is None:
-            raise LedgerError(f"{p}: its opening_row_sha256 {rec['opening_row_sha256'][:12]}… is not in "
+            raise LedgerError(f"{p}: its opening_row_sha256 {str(rec['opening_row_sha256'])[:12]}… is not in "
                               f"{openings_path(ledger_dir)} - the labels it was scored on were never recorded as opened")
         if row["dataset"] != rec["dataset"]:
             raise LedgerError(f"{p}: its opening row seq {row['seq']} is for data set {row['dataset']!r}, "
                               f"not {rec['dataset']!r}")
-        n_measures += len(rec["measures"])
     return {"openings": len(rows), "records": len(paths), "measures": n_measures}
 
 

@@ -13,6 +13,8 @@ matplotlib writes).
   selected setting outlined.
 - `agreement_scatter`: one measure against another across checkpoints (points with both 95% intervals, each
   checkpoint named), Kendall's tau and its interval in the title.
+- `evaluate.outputs.attention_figures`: the attention reading's heatmaps (blocks x heads), each run's per-head
+  spread against epoch, and one image's attention rows from one patch per head.
 - `eigenvector_figure`: one image (resized to 480 x 480, as keys480 sees it) beside its (30, 30) second
   eigenvector (EIGEN_FIGSIZE at DPI: 800 x 400 pixels).
 
@@ -245,12 +247,16 @@ def record_jaccard(records: Sequence[dict], dataset: str) -> dict[str, dict[int,
 def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *, dataset: Mapping | None = None,
                    masks: Mapping[str, str | os.PathLike] | None = None, sweep_csv: str | os.PathLike | None = None,
                    overlay_images: int, gallery_images: int | None = None, resamples: int,
-                   seed: int, truth: bool = True) -> list[Path]:
+                   seed: int, truth: bool = True,
+                   attention_rows: Mapping[str, str | os.PathLike] | None = None) -> list[Path]:
     """Every figure but the eigenvector map: measures against epoch; for `dataset` ({"name", "images",
     "annotations"}; `truth`: draw its ground truth, False when it is sealed) with `masks` (checkpoint -> COCO
     results) the overlays of its first `overlay_images` images and each checkpoint's gallery of `gallery_images`
     worst and best images (by the records' Jaccard); the sweep heatmap (with the sweep record's selected setting);
-    the SCATTER_PAIR agreement figure per eval data set. Returns the PNG paths (each has its PDF beside it)."""
+    the SCATTER_PAIR agreement figure per eval data set; the attention figures
+    (`evaluate.outputs.attention_figures`, with the per-patch rows of `attention_rows`: checkpoint -> .npz).
+    Returns the PNG paths (each has its PDF beside it)."""
+    from evaluate.outputs.attention_figures import attention_figures  # noqa: PLC0415
     from evaluate.scores.agreement import pair_agreement  # noqa: PLC0415
     from evaluate.outputs.overlays import gallery_figure, mask_overlays  # noqa: PLC0415
     from evaluate.outputs.table_model import DISPLAY_NAMES  # noqa: PLC0415
@@ -286,4 +292,5 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                 files.append(agreement_scatter(
                     a, b, entry, tuple(DISPLAY_NAMES[k][0] for k in SCATTER_PAIR), name,
                     out / f"agreement_{_safe(name)}_{SCATTER_PAIR[0]}_{SCATTER_PAIR[1]}.png"))
+    files += attention_figures(records, out, attention_rows)
     return files

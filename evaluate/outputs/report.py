@@ -21,9 +21,9 @@ from pathlib import Path
 from evaluate import EvaluationError
 from evaluate.plumbing.atomic import write_text
 
-TABLE_ORDER = ("checkpoints_", "run-", "compare-", "agreement_", "categories_", "probe-classes_", "video-sequences_",
-               "gallery_", "sweep")
-FIGURE_ORDER = ("overlays_", "gallery_", "video_", "agreement_", "sweep_heatmap", "eigenvector_", "")
+TABLE_ORDER = ("checkpoints_", "run-", "compare-", "agreement_", "attention-heads_", "categories_", "probe-classes_",
+               "video-sequences_", "gallery_", "sweep")
+FIGURE_ORDER = ("overlays_", "gallery_", "video_", "agreement_", "sweep_heatmap", "eigenvector_", "attention-", "")
 STYLE = """
 body { font-family: sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }

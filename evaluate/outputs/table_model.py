@@ -22,6 +22,7 @@ import csv
 import html
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -44,8 +45,13 @@ DISPLAY_NAMES = {
     "f_recall": ("F recall", r"$\mathcal{F}$ recall"),
     "j_decay": ("J decay", r"$\mathcal{J}$ decay"),
     "f_decay": ("F decay", r"$\mathcal{F}$ decay"),
+    "attention_spread": ("attention spread", "attention spread"),
+    "attention_entropy": ("attention entropy", "attention entropy"),
 }
 LOWER_IS_BETTER = ("j_decay", "f_decay")  # measures whose columns mark no best (bold goes to the highest value)
+# measures that describe a checkpoint rather than score it: no bold best (a wider attention is not a better one)
+DESCRIPTIVE = ("attention_spread", "attention_entropy")
+MEASURE_DIGITS = {"attention_entropy": 2}  # decimals where a measure's unit is not percent (nats)
 DIGITS = 1  # decimals of a percentage in Markdown, HTML and LaTeX (CSV keeps full precision)
 LATEX_SPECIALS = {
     "\\": r"\textbackslash{}", "_": r"\_", "&": r"\&", "%": r"\%", "#": r"\#", "$": r"\$", "{": r"\{",
@@ -99,14 +105,18 @@ def text_column(key: str, plain: str | None = None) -> Column:
 
 
 def measure_column(key: str, best: bool = True, suffix: str = "") -> Column:
-    """The column of measure `key` (`measure` or `kind:measure`) under its display names (no best marked for a
-    measure of LOWER_IS_BETTER)."""
+    """The column of measure `key` (`measure` or `kind:measure`, or `measure_h{h}`: its value for head h) under its
+    display names (no best marked for a measure of LOWER_IS_BETTER or DESCRIPTIVE)."""
     kind, _, base = key.rpartition(":")
+    base, head = (base.rsplit("_h", 1) + [""])[:2] if re.fullmatch(r".+_h\d+", base) else (base, "")
     best = best and base not in LOWER_IS_BETTER
     plain, latex = DISPLAY_NAMES.get(base, (base, latex_escape(base)))
+    if head:
+        plain, latex = f"{plain} head {head}", f"{latex} head {head}"
     if kind:
         plain, latex = f"{kind} {plain}", f"{latex_escape(kind)} {latex}"
-    return Column(key + suffix, plain + suffix, latex + latex_escape(suffix), numeric=True, best=best)
+    return Column(key + suffix, plain + suffix, latex + latex_escape(suffix), numeric=True,
+                  digits=MEASURE_DIGITS.get(base, DIGITS), best=best and base not in DESCRIPTIVE)
 
 
 def text(value) -> Cell:
@@ -164,9 +174,10 @@ def _latex_number(value: float, digits: int) -> str:
 def _number_cell(cell: Cell, col: Column, bold: bool, number: Callable[[float, int], str], strong: tuple[str, str],
                  interval: str) -> str:
     """A numeric cell's text: its value by `number`, wrapped in `strong` when bold, then `interval` (a format
-    of `lo` and `hi`, each by `number`) when the cell has an interval; "" without a value."""
+    of `lo` and `hi`, each by `number`) when the cell has an interval; without a value its text (a dash where a
+    reading is absent), else ""."""
     if cell.value is None:
-        return ""
+        return cell.text or ""
     head = number(cell.value, col.digits)
     if bold:
         head = f"{strong[0]}{head}{strong[1]}"
@@ -182,7 +193,7 @@ def _plain_cell(cell: Cell, col: Column, bold: bool, strong: tuple[str, str]) ->
 
 
 def _latex_cell(cell: Cell, col: Column, bold: bool) -> str:
-    if not col.numeric:
+    if not col.numeric or (cell.value is None and cell.text):
         return cell.latex if cell.latex is not None else latex_escape(cell.text or "")
     return _number_cell(cell, col, bold, _latex_number, ("\\textbf{", "}"), " {{\\scriptsize [{lo}, {hi}]}}")
 

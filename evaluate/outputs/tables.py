@@ -35,6 +35,7 @@ from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records
 from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 from evaluate.outputs.table_model import (
+    DESCRIPTIVE,
     DISPLAY_NAMES,
     Cell,
     Column,
@@ -45,10 +46,11 @@ from evaluate.outputs.table_model import (
     text_column,
     write_table,
 )
-from evaluate.scores.measures import PERCENT, stats_array
+from evaluate.scores.measures import PERCENT, measure_scale, stats_array
 
-MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy",
-                 "jf_mean", "j_mean", "f_mean", "j_recall", "f_recall", "j_decay", "f_decay")
+MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy", "attention_spread",
+                 "attention_entropy", "jf_mean", "j_mean", "f_mean", "j_recall", "f_recall", "j_decay", "f_decay")
+ABSENT = Cell(text="–", latex="--")  # a reading the checkpoint's network does not have (XCiT's attention spread)
 TAU_DIGITS = 2  # decimals of Kendall's tau
 INTERVAL_TEXT = "value [95% bootstrap interval over images]"
 
@@ -144,9 +146,23 @@ def _unit(recs: Sequence[dict]) -> str:
     return "sequences" if recs and all(r["kind"] == "video" for r in recs) else "images"
 
 
+def _units(recs: Sequence[dict]) -> str:
+    """"Percent", and the measures in another unit (the attention entropy, in nats) where the records hold any."""
+    other = sorted({m["measure"] for r in recs for m in r["measures"] if measure_scale(m) != PERCENT})
+    names = ", ".join(DISPLAY_NAMES.get(x, (x,))[0] for x in other)
+    return f"Percent ({names} in nats; {ABSENT.text}: the network has no attention over patches)" if other else \
+        "Percent"
+
+
 def _score_caption(what: str, recs: Sequence[dict], dataset: str, best: str = "best per column in bold") -> str:
     interval = INTERVAL_TEXT.replace("over images", f"over {_unit(recs)}")
-    return f"{what} on {describe_dataset(recs, dataset)} Percent, {interval}; {best}."
+    return f"{what} on {describe_dataset(recs, dataset)} {_units(recs)}, {interval}; {best}."
+
+
+def _missing(recs: Sequence[dict], checkpoint: str, dataset: str, col: str) -> Cell:
+    """The cell of a measure a checkpoint lacks: a dash where its record says the reading is absent, else empty."""
+    absent = any(r.get("attention_absent") for r in recs if r["checkpoint"] == checkpoint and r["dataset"] == dataset)
+    return ABSENT if absent and col.split(":", 1)[-1] in DESCRIPTIVE else Cell()
 
 
 def _checkpoint_rows(recs: Sequence[dict], index: dict, dataset: str, cols: Sequence[str],
@@ -161,7 +177,8 @@ def _checkpoint_rows(recs: Sequence[dict], index: dict, dataset: str, cols: Sequ
         cells = [text(identity[k]) for k in ids]
         for col in cols:
             hit = index.get((ckpt, dataset, col))
-            cells.append(Cell() if hit is None else Cell(hit[1]["value"], hit[1]["ci_low"], hit[1]["ci_high"]))
+            cells.append(_missing(recs, ckpt, dataset, col) if hit is None
+                         else Cell(hit[1]["value"], hit[1]["ci_low"], hit[1]["ci_high"]))
         rows.append(cells)
     return rows
 
@@ -210,15 +227,17 @@ def run_tables(records: Sequence[dict]) -> list[Table]:
     return tables
 
 
-def _percent(x: float) -> float | None:
-    """PERCENT x `x`; None where the bootstrap left it undefined (NaN)."""
-    return None if not math.isfinite(float(x)) else PERCENT * float(x)
+def _percent(x: float, scale: float = PERCENT) -> float | None:
+    """`scale` (PERCENT unless a measure's unit is another: `measure_scale`) x `x`; None where the bootstrap left
+    it undefined (NaN)."""
+    return None if not math.isfinite(float(x)) else scale * float(x)
 
 
 def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int,
                       seed: int) -> tuple[float | None, float | None, float | None, int]:
-    """(diff, lo, hi, n) in percent points: measure a minus measure b over the images both scored, paired by
-    image id (`evaluate.scores.bootstrap.paired_bootstrap_diff` on the per-image statistics, times PERCENT).
+    """(diff, lo, hi, n) in percent points (in the measures' unit, `measure_scale`: nats for the attention
+    entropy): measure a minus measure b over the images both scored, paired by image id
+    (`evaluate.scores.bootstrap.paired_bootstrap_diff` on the per-image statistics, times the scale).
 
     Both must have the same reducer; miou counts of both use one common class count.
     """
@@ -227,6 +246,9 @@ def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int,
     reducer = measure_a["reducer"]
     if reducer is None or reducer != measure_b["reducer"]:
         raise LedgerError(f"{measure_a['measure']}: cannot pair reducers {reducer!r} and {measure_b['reducer']!r}")
+    scale = measure_scale(measure_a)
+    if scale != measure_scale(measure_b):
+        raise LedgerError(f"{measure_a['measure']}: cannot pair scales {scale} and {measure_scale(measure_b)}")
     pos_b = {int(i): k for k, i in enumerate(measure_b["image_ids"])}
     pairs = [(k, pos_b[int(i)]) for k, i in enumerate(measure_a["image_ids"]) if int(i) in pos_b]
     if not pairs:
@@ -240,7 +262,7 @@ def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int,
     stats_a, name = stats_array(per_a, reducer, n_classes)
     stats_b, _ = stats_array(per_b, reducer, n_classes)
     diff, lo, hi = paired_bootstrap_diff(stats_a, stats_b, name, resamples=resamples, seed=seed)
-    return _percent(diff), _percent(lo), _percent(hi), len(pairs)
+    return _percent(diff, scale), _percent(lo, scale), _percent(hi, scale), len(pairs)
 
 
 def compare_tables(records: Sequence[dict], compare_to: str, *, resamples: int,
@@ -273,7 +295,7 @@ def compare_tables(records: Sequence[dict], compare_to: str, *, resamples: int,
             for col in base_cols:
                 hit = index.get((ckpt, dataset, col))
                 if hit is None:
-                    cells.append(Cell())
+                    cells.append(_missing(recs, ckpt, dataset, col))
                     continue
                 diff, lo, hi, _ = paired_difference(hit[1], index[(compare_to, dataset, col)][1],
                                                     resamples=resamples, seed=seed)
@@ -466,6 +488,45 @@ def gallery_tables(records: Sequence[dict], n: int) -> list[Table]:
     return tables
 
 
+def attention_records(records: Sequence[dict]) -> dict[str, list[dict]]:
+    """The eval data sets' `attention` records (docs/design.md §13), grouped by data set, sorted by checkpoint."""
+    out: dict[str, list[dict]] = {}
+    for rec in sorted(records, key=lambda r: r["checkpoint"]):
+        if rec["role"] == "eval" and rec["kind"] == "attention":
+            out.setdefault(rec["dataset"], []).append(rec)
+    return out
+
+
+def attention_head_tables(records: Sequence[dict]) -> list[Table]:
+    """Per eval data set (`attention-heads_{dataset}`): the last block's spread (percent of the patches) and
+    entropy (nats) of every head, one row per checkpoint, from the records' `attention_tables`; a dash per head
+    where the network has no attention over patches (XCiT)."""
+    tables = []
+    for dataset, recs in sorted(attention_records(records).items()):
+        present = [r["attention_tables"] for r in recs if r.get("attention_tables")]
+        if not present:
+            continue
+        heads, blocks = max(t["heads"] for t in present), max(t["blocks"] for t in present)
+        n = max(m["n_images"] for r in recs for m in r["measures"])
+        ids = _identity(recs, with_run=True)
+        caption = (f"Attention of each head in block {blocks} (the last) on {dataset}, {n} images: the mean over "
+                   "images and attention rows of the spread e^H / N (percent of the N patches) and of the entropy H "
+                   f"(nats). {ABSENT.text}: the network has no attention over patches (XCiT).")
+        table = Table(f"attention-heads_{dataset}", caption, [text_column(k) for k in ids] + [
+            measure_column(f"{name}_h{h}", best=False) for name in ("attention_spread", "attention_entropy")
+            for h in range(1, heads + 1)])
+        for row in _checkpoint_rows(recs, {}, dataset, [], ids):
+            ckpt = row[ids.index("checkpoint")].text
+            found = next(r["attention_tables"] for r in recs if r["checkpoint"] == ckpt)
+            if found is None:
+                row += [ABSENT] * (2 * heads)
+            else:
+                row += [Cell(v) for name in ("attention_spread", "attention_entropy") for v in found[name][-1]]
+            table.rows.append(row)
+        tables.append(table)
+    return tables
+
+
 def agreement_tables(records: Sequence[dict], *, resamples: int, seed: int) -> list[Table]:
     """Per eval data set: Kendall's tau of the checkpoints' rankings for every pair of measures."""
     from evaluate.scores.agreement import rank_agreement  # noqa: PLC0415
@@ -513,6 +574,7 @@ def build_tables(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, comp
     tables += video_sequence_tables(records)
     if gallery_images is not None:
         tables += gallery_tables(records, int(gallery_images))
+    tables += attention_head_tables(records)
     tables += agreement_tables(records, **boot)
     files: list[Path] = []
     for table in tables:

@@ -40,6 +40,11 @@ VIDEO_MANIFEST = f"{RESULTS}/datasets/{{dataset}}/sequences.json"
 VIDEO_RESULTS_ROOT = f"{RESULTS}/video/{{checkpoint}}/{{dataset}}"
 VIDEO_RESULTS = f"{VIDEO_RESULTS_ROOT}/{{sequence}}"
 VIDEO_RUN = f"{RESULTS}/video_runs/{{checkpoint}}/{{dataset}}/{{sequence}}.json"
+# the attention-spread reading (label-free, docs/design.md §13): one checkpoint's per-image (block, head) means on one
+# shard, from the shard's decoded 224-px inputs
+ATTENTION_SHARD = f"{RESULTS}/attention/{{checkpoint}}/{{dataset}}/{{shard}}.npz"
+# one image's last-block rows of one query patch, per head (the per-patch figure)
+ATTENTION_ROWS = f"{RESULTS}/attention-rows/{{checkpoint}}/{{dataset}}.npz"
 
 # stage 5: the ledger, tables, figures, report
 LEDGER = f"{RESULTS}/ledger"
@@ -51,6 +56,7 @@ SWEEP_RECORD = RECORD.replace("{kind}", "sweep")
 DECODER_RECORD = RECORD.replace("{kind}", "decoder")
 PROBE_RECORD = RECORD.replace("{kind}", "probe")
 VIDEO_RECORD = RECORD.replace("{kind}", "video")
+ATTENTION_RECORD = RECORD.replace("{kind}", "attention")
 OPENINGS = f"{LEDGER}/openings.csv"
 # a copy of each scoring's record under the key of what decided it, so a re-run on the same inputs opens no labels;
 # beside it, the result its opening row hashes where the record does not hold it (the selection's sweep table rows)

@@ -72,10 +72,11 @@ def pair_agreement(a: Mapping[str, dict], b: Mapping[str, dict], *, resamples: i
 
     Returns {"checkpoints": sorted names in both, "n_images": images resampled (None without per-image
     statistics), "tau", "ci_low", "ci_high" (None where undefined), "values_a", "values_b" (each checkpoint's
-    value in percent on those images, in checkpoint order)}.
+    value on those images in its measure's unit, `measure_scale`: percent, nats for the attention entropy, in
+    checkpoint order)}.
     """
-    from evaluate.scores.measures import PERCENT
     from evaluate.scores.bootstrap import bootstrap_values
+    from evaluate.scores.measures import measure_scale
 
     names = sorted(set(a) & set(b))
     out: dict[str, Any] = {"checkpoints": names, "n_images": None, "tau": None, "ci_low": None, "ci_high": None,
@@ -99,7 +100,8 @@ def pair_agreement(a: Mapping[str, dict], b: Mapping[str, dict], *, resamples: i
     if finite.size:
         lo, hi = (float(q) for q in np.percentile(finite, [100 * (1 - level) / 2, 100 * (1 + level) / 2]))
     out.update(n_images=len(ids), tau=None if np.isnan(tau) else tau, ci_low=lo, ci_high=hi,
-               values_a=[PERCENT * float(v) for v in values[:k]], values_b=[PERCENT * float(v) for v in values[k:]])
+               values_a=[measure_scale(a[c]) * float(v) for c, v in zip(names, values[:k])],
+               values_b=[measure_scale(b[c]) * float(v) for c, v in zip(names, values[k:])])
     return out
 
 

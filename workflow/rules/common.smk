@@ -51,6 +51,9 @@ JOBS = {
     "video_sequences": "evaluate.jobs.video:video_sequences",
     "propagate": "evaluate.jobs.video:propagate",
     "score_video": "evaluate.jobs.video:score_video",
+    "attention_shard": "evaluate.jobs.attention:attention_shard",
+    "attention_record": "evaluate.jobs.attention:attention_record",
+    "attention_rows": "evaluate.jobs.attention:attention_rows",
 }
 CODE = {rule: job_code_hash(job, SCRIPT) for rule, job in JOBS.items()}
 
@@ -238,7 +241,21 @@ def all_records():
             paths.PROBE_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in PROBE_EVAL_DATASETS
         ]
     records += [paths.VIDEO_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in VIDEOS]
+    if config["attention"]:
+        records += [paths.ATTENTION_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in EVAL_DATASETS]
     return records
+
+
+def attention_shards(wildcards):
+    c, d = wildcards.checkpoint, wildcards.dataset
+    return [paths.ATTENTION_SHARD.format(checkpoint=c, dataset=d, shard=s) for s in shard_names(d)]
+
+
+def attention_rows_files():
+    """The per-patch figure's rows: every checkpoint's, on the first eval data set."""
+    if not (config["attention"] and EVAL_DATASETS):
+        return []
+    return [paths.ATTENTION_ROWS.format(checkpoint=c, dataset=EVAL_DATASETS[0]) for c in CHECKPOINTS]
 
 
 def all_features(wildcards):
@@ -281,6 +298,8 @@ def eigenvector_inputs(wildcards):
 
 def figure_inputs(wildcards):
     inputs = {"scores": paths.SCORES_CSV, "records": all_records()}
+    if attention_rows_files():
+        inputs["attention_rows"] = attention_rows_files()
     d = figure_dataset()
     if d:
         inputs["masks"] = [paths.MASKS.format(checkpoint=c, dataset=d) for c in CHECKPOINTS]
