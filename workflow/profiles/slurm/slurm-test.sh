@@ -22,9 +22,10 @@
 # the repository's venv by absolute path (SLURM passes the environment to the jobs: sbatch --export=ALL).
 #
 # Both runs read the demo's config.yaml cut to the checkpoints SLURM_TEST_CHECKPOINTS (default: a ViT-S/16 and an
-# XCiT, whose jobs take different paths; every file format is tested by the unit tests), written into the snapshot as
-# slurm-test.yaml and given with --configfile --replace-workflow-config: two demo runs of every checkpoint take
-# longer than CI allows and exercise no other SLURM path.
+# XCiT, whose jobs take different paths; every file format is tested by the unit tests), to one feature shard per
+# data set and to one demo video sequence (the one with two objects), written into the snapshot as slurm-test.yaml
+# and given with --configfile --replace-workflow-config: each SLURM job pays Snakemake's start-up inside it, so two
+# runs of the whole demo take longer than CI allows, and exercise no other SLURM path.
 #
 # Environment: VENV (default .venv, relative to the repository), SLURM_TEST_CHECKPOINTS (space-separated demo
 # checkpoint names; "all" keeps config.yaml whole), SLURM_TEST_TIMEOUT (s, the SLURM run, default
@@ -134,6 +135,12 @@ if names != ["all"]:
     for key in ("reference_checkpoint", "compare_to"):
         if config.get(key) not in config["checkpoints"]:
             config[key] = names[0]
+    sizes = [entry["demo"]["n_images"] for entry in config.get("datasets", {}).values() if "demo" in entry]
+    if sizes:
+        config["features"]["shard_size"] = max(sizes)
+    for entry in config.get("videos", {}).values():
+        if "demo" in entry:
+            entry["demo"]["n_sequences"] = 1
 with open(target, "w") as handle:
     yaml.safe_dump(config, handle, sort_keys=False)
 EOF
