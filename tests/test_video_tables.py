@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from evaluate.outputs.table_model import to_markdown
-from evaluate.outputs.tables import checkpoint_tables, video_sequence_tables
+from evaluate.outputs.tables import checkpoint_tables
+from evaluate.outputs.views import video_sequence_tables
 from evaluate.scores.measures import make_measure
 from evaluate.video.measures import MEASURES
 

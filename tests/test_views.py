@@ -15,7 +15,7 @@ from evaluate.scores.measures import make_measure
 from evaluate.probe.labels import class_names, probe_classes
 from evaluate.probe.scores import per_class_iou
 from evaluate.scores.masks import extremes, image_categories, jaccard_per_image, per_category_mean
-from evaluate.outputs.tables import gallery_tables
+from evaluate.outputs.views import gallery_tables
 
 
 def box(rows, cols, shape=(4, 4)) -> np.ndarray:

@@ -106,7 +106,7 @@ def attention_figures(records: Sequence[dict], out_dir: str | os.PathLike,
     a per-head spread against epoch per run with an epoch (`attention-heads_{dataset}_{run}`), and the per-patch
     figure of each checkpoint in `rows_files` (checkpoint -> the `attention_rows` job's .npz;
     `attention-patch_{dataset}_{ckpt}`). Returns the PNG paths."""
-    from evaluate.outputs.tables import attention_records  # noqa: PLC0415
+    from evaluate.outputs.views import attention_records  # noqa: PLC0415
 
     out = Path(out_dir)
     files: list[Path] = []

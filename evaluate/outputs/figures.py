@@ -260,7 +260,8 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     from evaluate.scores.agreement import pair_agreement  # noqa: PLC0415
     from evaluate.outputs.overlays import gallery_figure, mask_overlays  # noqa: PLC0415
     from evaluate.outputs.table_model import DISPLAY_NAMES  # noqa: PLC0415
-    from evaluate.outputs.tables import eval_measures, gallery_picks  # noqa: PLC0415
+    from evaluate.outputs.tables import eval_measures  # noqa: PLC0415
+    from evaluate.outputs.views import gallery_picks  # noqa: PLC0415
 
     out = Path(out_dir)
     records = read_records(Path(ledger_dir) / RECORDS_IN_LEDGER)
