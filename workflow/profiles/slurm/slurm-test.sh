@@ -23,7 +23,8 @@
 #
 # Both runs read the demo's config.yaml cut to the checkpoints SLURM_TEST_CHECKPOINTS (default: a ViT-S/16 and an
 # XCiT, whose jobs take different paths; every file format is tested by the unit tests), to one feature shard per
-# data set and to one demo video sequence (the one with two objects), written into the snapshot as slurm-test.yaml
+# data set, and without the video and attention readings (their rules are of the same kinds, a Snakemake checkpoint
+# and per-shard jobs, and `make test` runs each through the workflow), written into the snapshot as slurm-test.yaml
 # and given with --configfile --replace-workflow-config: each SLURM job pays Snakemake's start-up inside it, so two
 # runs of the whole demo take longer than CI allows, and exercise no other SLURM path.
 #
@@ -138,9 +139,8 @@ if names != ["all"]:
     sizes = [entry["demo"]["n_images"] for entry in config.get("datasets", {}).values() if "demo" in entry]
     if sizes:
         config["features"]["shard_size"] = max(sizes)
-    for entry in config.get("videos", {}).values():
-        if "demo" in entry:
-            entry["demo"]["n_sequences"] = 1
+    config["videos"] = {}
+    config["attention"] = False
 with open(target, "w") as handle:
     yaml.safe_dump(config, handle, sort_keys=False)
 EOF
