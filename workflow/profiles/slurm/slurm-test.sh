@@ -24,9 +24,11 @@
 # Both runs read the demo's config.yaml cut to the checkpoints SLURM_TEST_CHECKPOINTS (default: a ViT-S/16 and an
 # XCiT, whose jobs take different paths; every file format is tested by the unit tests), to one feature shard per
 # data set, and without the video and attention readings (their rules are of the same kinds, a Snakemake checkpoint
-# and per-shard jobs, and `make test` runs each through the workflow), written into the snapshot as slurm-test.yaml
-# and given with --configfile --replace-workflow-config: each SLURM job pays Snakemake's start-up inside it, so two
-# runs of the whole demo take longer than CI allows, and exercise no other SLURM path.
+# and per-shard jobs, and `make test` runs each through the workflow), written
+# in place of the snapshot's config.yaml: each SLURM job pays Snakemake's start-up inside it, so two runs of the
+# whole demo take longer than CI allows, and exercise no other SLURM path. (Not `--configfile X
+# --replace-workflow-config`: Snakemake 9.27 passes the config file to the jobs SLURM runs but not the replacement,
+# so each job merges config.yaml back in and plans the demo's other checkpoints.)
 #
 # Environment: VENV (default .venv, relative to the repository), SLURM_TEST_CHECKPOINTS (space-separated demo
 # checkpoint names; "all" keeps config.yaml whole), SLURM_TEST_TIMEOUT (s, the SLURM run, default
@@ -119,8 +121,8 @@ copy_repository() { # copy_repository DEST: the checkout without results/, .venv
   [ -f "$dest/Snakefile" ] || die "the copy of $REPO in $dest has no Snakefile"
 }
 
-write_test_config() { # write_test_config REPO_COPY: REPO_COPY/slurm-test.yaml, its config.yaml cut to $CHECKPOINTS
-  "$VENV/bin/python" - "$1/config.yaml" "$1/slurm-test.yaml" "$CHECKPOINTS" <<'EOF'
+write_test_config() { # write_test_config REPO_COPY: REPO_COPY/config.yaml cut to $CHECKPOINTS
+  "$VENV/bin/python" - "$1/config.yaml" "$1/config.yaml" "$CHECKPOINTS" <<'EOF'
 import sys
 
 import yaml
@@ -190,15 +192,13 @@ min_job_age=$(scontrol show config | awk -F= '/^MinJobAge/ {gsub(/[^0-9]/, "", $
 # made to the repository while the test runs cannot make the two runs' code differ.
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/lfse-slurm-test.XXXXXX")
 copy_repository "$SCRATCH/snapshot"
-write_test_config "$SCRATCH/snapshot" || die "could not write slurm-test.yaml from config.yaml"
-CONFIG_ARGS=(--configfile slurm-test.yaml --replace-workflow-config)
+write_test_config "$SCRATCH/snapshot" || die "could not cut the snapshot's config.yaml"
 say "checkpoints: $CHECKPOINTS"
 cp -a "$SCRATCH/snapshot" "$SCRATCH/repo"
 say "SLURM run in $SCRATCH/repo (timeout ${SLURM_TIMEOUT} s; log $SCRATCH/slurm-run.log)"
 t0=$SECONDS
 slurm_rc=0
-run_snakemake "$SCRATCH/slurm-run.log" "$SLURM_TIMEOUT" --profile workflow/profiles/slurm "${CONFIG_ARGS[@]}" \
-  || slurm_rc=$?
+run_snakemake "$SCRATCH/slurm-run.log" "$SLURM_TIMEOUT" --profile workflow/profiles/slurm || slurm_rc=$?
 slurm_s=$((SECONDS - t0))
 say "SLURM run ended in ${slurm_s} s with status $slurm_rc"
 
@@ -213,7 +213,7 @@ say "states: ${states%, }"
 [ "$slurm_rc" -eq 0 ] || die "the workflow failed through SLURM (snakemake status $slurm_rc)"
 n_completed=$(squeue --states=all --jobs="$JOB_IDS" -h -o '%T' | grep -cx COMPLETED || true)
 [ "$n_completed" -eq "$n_jobs" ] || die "only $n_completed of $n_jobs SLURM jobs COMPLETED"
-(cd "$SCRATCH/repo" && PYTHONPATH="$SCRATCH/repo" "$VENV/bin/snakemake" --profile workflow/profiles/slurm "${CONFIG_ARGS[@]}" -n) \
+(cd "$SCRATCH/repo" && PYTHONPATH="$SCRATCH/repo" "$VENV/bin/snakemake" --profile workflow/profiles/slurm -n) \
   >"$SCRATCH/slurm-dryrun.log" 2>&1 || die "dry run after the SLURM run failed: see $SCRATCH/slurm-dryrun.log"
 grep -q 'Nothing to be done' "$SCRATCH/slurm-dryrun.log" || {
   tail -n 30 "$SCRATCH/slurm-dryrun.log" >&2
@@ -232,7 +232,7 @@ mv "$SCRATCH/snapshot" "$SCRATCH/repo"
 say "local run in $SCRATCH/repo (--cores $CORES, timeout ${LOCAL_TIMEOUT} s; log $SCRATCH/local-run.log)"
 t0=$SECONDS
 run_snakemake "$SCRATCH/local-run.log" "$LOCAL_TIMEOUT" --profile workflow/profiles/local --cores "$CORES" \
-  "${CONFIG_ARGS[@]}" || die "the workflow failed locally (status $?)"
+  || die "the workflow failed locally (status $?)"
 local_s=$((SECONDS - t0))
 say "local run finished in ${local_s} s"
 mv "$SCRATCH/repo" "$SCRATCH/local"
