@@ -27,11 +27,11 @@ import json, sys
 import numpy as np
 import evaluate.plumbing.memory as memory
 from evaluate.datasets.coco import CocoDataset
-from evaluate.probe import linear
+from evaluate.probe import labels, linear, scores
 if sys.argv[2] == "glibc":
     memory.keep_large_blocks_mapped = lambda: False
 dataset = CocoDataset(sys.argv[3], sys.argv[1])
-classes = linear.probe_classes(dataset.categories, sys.argv[1])
+classes = labels.probe_classes(dataset.categories, sys.argv[1])
 rng = np.random.default_rng(0)
 probe = linear.LinearProbe((0.05 * rng.standard_normal((len(classes) + 1, 384))).astype(np.float32),
                            np.zeros(len(classes) + 1, np.float32))
@@ -41,13 +41,13 @@ def pss():
             return int(line.split()[1]) / 1024
 seen = {0: pss()}
 def items():
-    index = linear.class_index(classes, dataset.categories, sys.argv[1])
+    index = labels.class_index(classes, dataset.categories, sys.argv[1])
     for n, image_id in enumerate(dataset.image_ids, 1):
         tokens = rng.standard_normal((196, 384)).astype(np.float32)
-        yield image_id, tokens, linear.label_map224(linear.label_map(dataset, image_id, index))
+        yield image_id, tokens, labels.label_map224(labels.label_map(dataset, image_id, index))
         if n in (30, 100):
             seen[n] = pss()
-linear.probe_measures(probe, items(), resamples=10, seed=0)
+scores.probe_measures(probe, items(), resamples=10, seed=0)
 print(json.dumps(seen))
 """
 
