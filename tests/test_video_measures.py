@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from evaluate.scores.masks import bootstrap_ci
+from evaluate.scores.bootstrap import bootstrap_ci
 from evaluate.video.measures import (
     ObjectScores,
     VideoScores,
