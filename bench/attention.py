@@ -42,32 +42,31 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 
-from evaluate.attention.network import tokens_and_spread
-from evaluate.experiment import config_defaults
-from evaluate.networks.registry import REGISTRY
+from bench.scale import FEATURES, add_job_options
+from evaluate.attention.entropy import row_entropy
+from evaluate.attention.network import image_row_means, tokens_and_spread
+from evaluate.demo.checkpoints import demo_network
 
-FEATURES = config_defaults("features")  # the workflow's defaults: the bench times what a job does
 VIT_ARCHITECTURES = ("vit-s16", "vit-s16-layerscale", "augvit-s16")  # XCiT has no reading (§13)
 
 
 FUSED = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
 
-def tokens_with_rows(model: torch.nn.Module, x: torch.Tensor, row_entropy) -> torch.Tensor:
-    """The 224-px pass with each block's rows' entropy from `row_entropy(q, k) -> (B, heads, N)`, reduced per image as
-    the product does (mean of H and of e^H / N)."""
-    means: list[torch.Tensor] = []
+def tokens_with_rows(model: torch.nn.Module, x: torch.Tensor, rows_of) -> torch.Tensor:
+    """The 224-px pass with each block's rows' entropy from `rows_of(q, k) -> (B, heads, N)`, reduced per image as
+    the product does (`image_row_means`)."""
+    means: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def tap(block: int, q: torch.Tensor, k: torch.Tensor) -> None:
-        rows = row_entropy(q, k)
-        means.append(torch.stack([rows.mean(-1), (rows.exp() / rows.shape[-1]).mean(-1)]))
+        means.append(image_row_means(rows_of(q, k)))
 
     return model.tokens_tapped(x, tap)
 
 
 def direct_rows(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """Weights by softmax, H = sum entr(a) per row."""
-    return torch.special.entr((q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5).softmax(-1)).sum(-1)
+    return row_entropy((q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5).softmax(-1))
 
 
 def fused_rows(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -98,10 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=FEATURES["batch_size"],
                         help=f"images per round (default features.batch_size, {FEATURES['batch_size']})")
-    parser.add_argument("--batch", type=int, default=FEATURES["batch_size"],
-                        help=f"images per forward pass (features.batch_size, {FEATURES['batch_size']})")
-    parser.add_argument("--threads", type=int, default=FEATURES["threads"],
-                        help=f"torch threads (features.threads, {FEATURES['threads']})")
+    add_job_options(parser, "--batch", "--threads")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds, after one warm-up batch (3)")
     parser.add_argument("--architectures", nargs="+", default=list(VIT_ARCHITECTURES), choices=VIT_ARCHITECTURES,
                         help="which architectures (default: the ViT family)")
@@ -113,9 +109,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.repeats} rounds; load average before {os.getloadavg()[0]:.1f} (other processes share the CPUs)")
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     for architecture in args.architectures:
-        arch = REGISTRY[architecture]
-        torch.manual_seed(0)
-        model = arch.build(arch.variants[0]).eval()
+        model = demo_network(architecture, 0).eval()
         passes = {
             "keys480": lambda x480, x224, m=model: m.last_keys(x480),
             "tokens224": lambda x480, x224, m=model: m.tokens(x224),

@@ -43,15 +43,14 @@ from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluate.experiment import config_defaults  # noqa: E402
-from evaluate.networks.registry import REGISTRY  # noqa: E402
+from bench.scale import FEATURES, add_job_options  # noqa: E402
+from evaluate.networks.registry import ARCHITECTURES, REGISTRY  # noqa: E402
 from evaluate.networks.vit import resample_pos_embed  # noqa: E402
 from evaluate.networks.xcit import FOURIER_DIM, FOURIER_TEMPERATURE, STEM_WIDTHS  # noqa: E402
 
 DIM, HIDDEN, DEPTH = 384, 1536, 12
 HEADS = {"6x64": 6, "8x48": 8}
-BENCH_ARCHITECTURES = ("vit-s16", "vit-s16-layerscale", "augvit-s16", "xcit-s12-16")  # Aug-ViT in circulant2
-FEATURES = config_defaults("features")  # the workflow's defaults: the bench times what a job does
+BENCH_ARCHITECTURES = tuple(reversed(ARCHITECTURES))  # the plain ViT first; Aug-ViT in circulant2
 
 
 # ----------------------------------------------------------------------------------------------------- the references
@@ -222,10 +221,7 @@ def interleaved(ours, plain, images: Tensor, batch: int, matmul) -> tuple[float,
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8, help="images per reading (default 8)")
-    parser.add_argument("--batch", type=int, default=FEATURES["batch_size"],
-                        help=f"batch size (features.batch_size, {FEATURES['batch_size']})")
-    parser.add_argument("--threads", type=int, default=FEATURES["threads"],
-                        help=f"torch threads (features.threads, {FEATURES['threads']})")
+    add_job_options(parser, "--batch", "--threads")
     parser.add_argument("--architectures", nargs="+", default=list(BENCH_ARCHITECTURES), choices=BENCH_ARCHITECTURES,
                         help="which architectures (default: all four)")
     args = parser.parse_args(argv)

@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     for architecture in args.architectures:
         checkpoint = make_demo_checkpoint(root / f"{architecture}.pth", "dino-backbone", seed=0,
                                           architecture=architecture)
-        model = load_backbone(checkpoint).model
+        model = load_backbone(checkpoint, which="teacher").model
         out, rates = {}, {}
         for precision in PRECISIONS:
             timed = TimedNetwork(model)

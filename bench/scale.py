@@ -44,7 +44,7 @@ from evaluate.experiment import config_defaults  # noqa: E402
 from evaluate.readings.features import extract_inputs, extract_shard  # noqa: E402
 from evaluate.readings.inputs import BYTES_PER_IMAGE, DecodedInputs, StoredInputs, model_batches, preprocess_shard  # noqa: E402
 
-FORMATS = ("dino-backbone", "selfpatch-train", "dino-train", "backbone", "safetensors")
+FORMATS = ("dino-backbone", "selfpatch-train", "dino-train", "backbone")
 FEATURES = config_defaults("features")  # the workflow's defaults: the bench times what a job does
 JOB_OPTIONS = {  # command-line option -> (its `features` setting, what it sets)
     "--batch": ("batch_size", "images per forward pass"),

@@ -19,6 +19,25 @@ def coco_mini() -> Path:
     return COCO_MINI
 
 
+def relative_error(a, b) -> float:
+    """||a - b|| / ||b|| in float64 on the CPU (a, b: tensors on any device, or arrays): the precision tests' gauge."""
+    import torch
+
+    a, b = torch.as_tensor(a).double().cpu(), torch.as_tensor(b).double().cpu()
+    return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
+
+
+def demo_coco(tmp_path_factory, n_images: int, seed: int):
+    """A procedural demo data set of `n_images` (`evaluate.demo.scenes.make_demo_dataset`) in a fresh folder of the
+    session, opened as a CocoDataset: the module fixtures' small data set with exact masks."""
+    from evaluate.datasets.coco import CocoDataset
+    from evaluate.demo.scenes import make_demo_dataset
+
+    out = tmp_path_factory.mktemp("demo")
+    make_demo_dataset(out, n_images, seed=seed)
+    return CocoDataset(out / "images", out / "annotations.json")
+
+
 @pytest.fixture(scope="session")
 def seeded_backbone():
     """vit_small with torch.manual_seed(0) initialisation, eval mode: the tests' 'seeded backbone'."""

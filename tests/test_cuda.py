@@ -16,17 +16,13 @@ import torch
 
 from evaluate.networks.vit import vit_small
 from evaluate.readings.features import network_precision
+from tests.conftest import relative_error
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here; the CPU path is the reference")
 
 FLOAT32_TOLERANCE = 1e-4
 AUTOCAST_TOLERANCE = 2e-2
 LOWER_PRECISIONS = ("bfloat16", "float16")
-
-
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double().cpu(), b.double().cpu()
-    return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
 
 
 @pytest.fixture(scope="module")

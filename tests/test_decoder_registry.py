@@ -1,7 +1,8 @@
 """The decoder registry keeps its promise: a new decoder is one file plus one line in decoders/__init__.py.
 
-A copy of the repository's files gets a trivial decoder written here (`decoders/norm.py`: one mask per image,
-the patches whose key norm is above a quantile) and the one line that imports it; nothing else in the copy changes.
+A copy of the repository's code (`test_workflow.Workspace`) gets a trivial decoder written here (`decoders/norm.py`:
+one mask per image, the patches whose key norm is above a quantile) and the one line that imports it; nothing else in
+the copy changes.
 Snakemake then runs a tiny experiment (demo data sets of two images, one demo checkpoint) through the sweep, the
 selection, decoding and scoring with `decoder.name: norm`, and the records and files carry that decoder's settings.
 """
@@ -10,20 +11,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from test_workflow import Workspace
 
 from evaluate.plumbing import paths
-
-REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 
 pytestmark = pytest.mark.slow
 
@@ -95,18 +89,6 @@ register(sys.modules[__name__])
 REGISTRY_LINE = "from decoders import norm  # noqa: F401\n"
 
 
-def tracked_copy(destination: Path) -> Path:
-    """The repository's files (tracked, or new and not ignored) as they are in the working tree, copied to
-    `destination`."""
-    names = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           capture_output=True, check=True).stdout
-    for name in names.decode().split("\0"):
-        if name and (REPO / name).is_file():
-            (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, destination / name)
-    return destination
-
-
 def tiny_config() -> dict:
     def demo_set(name, seed, first, roles, **extra):
         return {"images": f"results/demo/datasets/{name}/images",
@@ -124,21 +106,15 @@ def tiny_config() -> dict:
 
 
 def test_a_decoder_added_by_one_file_and_one_line_runs_through_sweep_decode_and_scoring(tmp_path):
-    code = tracked_copy(tmp_path / "code")
-    (code / "decoders" / "norm.py").write_text(NORM_DECODER)
-    registry = code / "decoders" / "__init__.py"
+    ws = Workspace(tmp_path)
+    (ws.code / "decoders" / "norm.py").write_text(NORM_DECODER)
+    registry = ws.code / "decoders" / "__init__.py"
     registry.write_text(registry.read_text() + REGISTRY_LINE)
 
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "config.yaml").write_text(yaml.safe_dump(tiny_config(), sort_keys=False))
+    work = ws.work
+    ws.write_config(tiny_config())
     record = paths.DECODER_RECORD.format(checkpoint="a", dataset="val")
-    proc = subprocess.run(
-        [str(SNAKEMAKE), "--snakefile", str(code / "Snakefile"), "--directory", str(work), "--configfile",
-         str(work / "config.yaml"), "--replace-workflow-config", "--cores", "2", record],
-        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(code)), timeout=1800,
-    )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    ws.snakemake(record)
 
     names = ["norm,centre=1,q=0.5,masks=1", "norm,centre=1,q=0.8,masks=1"]
     selected = yaml.safe_load((work / paths.SELECTED).read_text())

@@ -15,7 +15,7 @@ import torch
 from evaluate.plumbing.atomic import write_json
 from evaluate.networks.vit import vit_small
 from evaluate.datasets.coco import CocoDataset
-from evaluate.demo.scenes import make_demo_dataset
+from tests.conftest import demo_coco
 from evaluate.readings.features import FeatureError, FeatureReader, extract_shard
 from evaluate.readings.images import ImageError, keys480_input, open_rgb, tokens224_input
 
@@ -25,9 +25,7 @@ SHARD_FILES = {"keys480.npy", "tokens224.npy", "image_ids.json", "meta.json"}
 
 @pytest.fixture(scope="module")
 def demo_ds(tmp_path_factory) -> CocoDataset:
-    out = tmp_path_factory.mktemp("demo")
-    make_demo_dataset(out, 5, seed=11)
-    return CocoDataset(out / "images", out / "annotations.json")
+    return demo_coco(tmp_path_factory, 5, seed=11)
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +171,6 @@ def test_reader_values_of_handmade_shards(tmp_path):
 
 
 @pytest.mark.badinput
-@pytest.mark.badinput
 def test_reader_refuses_shards_of_different_precisions(tmp_path):
     """A data set's shards extracted in bfloat16 and in float32 are two runs mixed, like two checkpoints."""
     a = fake_shard(tmp_path / "a", [5], precision="float32")
@@ -184,6 +181,7 @@ def test_reader_refuses_shards_of_different_precisions(tmp_path):
     assert str(b / "meta.json") in str(info.value)
 
 
+@pytest.mark.badinput
 def test_reader_incomplete_shard(tmp_path):
     shard = fake_shard(tmp_path / "s", [1], meta=False)
     with pytest.raises(FeatureError, match="incomplete") as info:

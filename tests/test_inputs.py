@@ -21,7 +21,7 @@ import evaluate.datasets.coco
 import evaluate.readings.inputs
 from evaluate.networks.checkpoints import load_backbone
 from evaluate.datasets.coco import CocoDataset
-from evaluate.demo.scenes import make_demo_dataset
+from tests.conftest import demo_coco
 from evaluate.demo.checkpoints import make_demo_checkpoint
 from evaluate.readings.features import extract_inputs, extract_shard
 from evaluate.readings.images import ImageError, keys480_input, normalise_pixels, tokens224_input
@@ -34,9 +34,7 @@ STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
 @pytest.fixture(scope="module")
 def demo_ds(tmp_path_factory) -> CocoDataset:
-    out = tmp_path_factory.mktemp("demo")
-    make_demo_dataset(out, 5, seed=21)
-    return CocoDataset(out / "images", out / "annotations.json")
+    return demo_coco(tmp_path_factory, 5, seed=21)
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from evaluate.datasets.coco import CocoDataset
-from evaluate.demo.scenes import make_demo_dataset
-from evaluate.networks.registry import REGISTRY
+from tests.conftest import demo_coco, relative_error
+from evaluate.demo.checkpoints import demo_network
 from evaluate.networks.vit import VisionTransformer
 from evaluate.readings import features
 from evaluate.readings.features import FeatureError, extract_shard, network_precision
@@ -34,16 +34,9 @@ BFLOAT16_BOUND = {"vit-s16": 2e-2, "vit-s16-layerscale": 2e-2, "xcit-s12-16": 2e
 BFLOAT16_AT_LEAST = 1e-4
 
 
-def relative_error(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) -> float:
-    a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
-    return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
-
-
 @pytest.fixture(scope="module")
 def demo_ds(tmp_path_factory) -> CocoDataset:
-    out = tmp_path_factory.mktemp("demo")
-    make_demo_dataset(out, 2, seed=5)
-    return CocoDataset(out / "images", out / "annotations.json")
+    return demo_coco(tmp_path_factory, 2, seed=5)
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +47,7 @@ def small_input(demo_ds) -> torch.Tensor:
 
 
 def seeded(architecture: str) -> torch.nn.Module:
-    arch = REGISTRY[architecture]
-    torch.manual_seed(0)
-    return arch.build(arch.variants[0]).eval()
+    return demo_network(architecture, 0).eval()
 
 
 @pytest.mark.parametrize("architecture", [a if a == "vit-s16" else pytest.param(a, marks=pytest.mark.slow)

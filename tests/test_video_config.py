@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import yaml
 from PIL import Image
+from snakemake_interface_common.exceptions import WorkflowError
 
 from evaluate.datasets.davis import DavisDataset, first_mask, read_mask
 from evaluate.demo.scenes import DemoError
@@ -97,7 +98,7 @@ def test_a_demo_video_set_must_live_where_it_is_drawn(shipped_config):
 def test_bad_video_settings_are_refused_naming_the_setting(tmp_path, edit, match):
     config = video_only(str(tmp_path))
     config["video"] = edit
-    with pytest.raises(Exception, match=match):
+    with pytest.raises(WorkflowError, match=match):  # the schema's refusal, never a KeyError naming the key
         Experiment(load_config(config))
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from evaluate.datasets.davis import write_mask
+from evaluate.demo.videos import write_sequence  # noqa: F401 - the test modules write their sequences with it
 
 DAVIS_MINI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "davis2016-mini"
 
@@ -50,23 +50,6 @@ def moving_shapes(n_frames: int, size: tuple[int, int], n_objects: int, seed: in
             ids[inside] = k + 1
         out.append((rgb, ids))
     return out
-
-
-def write_sequence(root: Path, name: str, frames, *, grayscale: bool = False, resolution: str = "480p") -> None:
-    """Write (rgb, ids) frames as JPEGImages/<res>/<name>/NNNNN.jpg and Annotations/<res>/<name>/NNNNN.png.
-
-    grayscale: masks as DAVIS-2016 writes them (mode L, 0 and 255: one object); else palette PNGs of the ids.
-    """
-    frame_dir = root / "JPEGImages" / resolution / name
-    mask_dir = root / "Annotations" / resolution / name
-    frame_dir.mkdir(parents=True, exist_ok=True)
-    mask_dir.mkdir(parents=True, exist_ok=True)
-    for t, (rgb, ids) in enumerate(frames):
-        Image.fromarray(rgb).save(frame_dir / f"{t:05d}.jpg", quality=95)
-        if grayscale:
-            Image.fromarray(np.where(ids > 0, 255, 0).astype(np.uint8)).save(mask_dir / f"{t:05d}.png")
-        else:
-            write_mask(mask_dir / f"{t:05d}.png", ids)
 
 
 def small_davis(root: Path) -> Path:

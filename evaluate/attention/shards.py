@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -32,28 +32,10 @@ from evaluate.attention import AttentionError
 log = logging.getLogger("evaluate.attention.shards")
 
 KIND = "attention"  # the ledger kind of the reading's records
+PRECISION = "float32"  # the network's arithmetic in the reading, whatever features.precision says (§13)
 SETTING = "224 px, softmax(q k^T / sqrt(d)) over the patches"  # the records' setting: what the rows are
 ABSENT = ("the network's attention runs across channels, not patches (XCiT): there are no attention rows over "
           "patches to measure")
-GRID224 = 14  # patches per side at 224 px
-
-
-def _open_inputs(inputs_record: str | os.PathLike, image_ids: Sequence[int], *, annotations_sha256: str | None,
-                 images: str, annotations: str, workers: int) -> Any:
-    """The shard's decoded inputs (`evaluate.readings.inputs.open_shard_inputs`); where the folder vanishes while it
-    is opened (the last extract job of the shard drops it with `features.keep: false`), the images decoded here."""
-    from evaluate.datasets.coco import CocoDataset
-    from evaluate.readings.inputs import DecodedInputs, InputsError, open_shard_inputs
-
-    folder = Path(inputs_record).with_suffix("")
-    try:
-        return open_shard_inputs(folder, image_ids, annotations_sha256=annotations_sha256,
-                                 open_dataset=lambda: CocoDataset(images, annotations), workers=workers)
-    except InputsError:
-        if (folder / "image_ids.json").is_file():
-            raise
-        log.info("%s was dropped while it was opened: decoding the images here", folder)
-        return DecodedInputs(CocoDataset(images, annotations), image_ids, where=folder, workers=workers)
 
 
 def read_attention_shard(*, checkpoint_file: str | os.PathLike, which: str, images: str, annotations: str,
@@ -68,10 +50,12 @@ def read_attention_shard(*, checkpoint_file: str | os.PathLike, which: str, imag
     import torch
 
     from evaluate.attention.network import gives_attention_spread, tokens_and_spread
+    from evaluate.datasets.coco import CocoDataset
     from evaluate.networks.checkpoints import load_backbone
     from evaluate.plumbing.atomic import atomic_path, read_json
     from evaluate.readings.features import resolve_device, shard_image_ids
     from evaluate.readings.images import normalise_pixels
+    from evaluate.readings.inputs import open_shard_inputs
 
     manifest = read_json(manifest_file)
     image_ids = shard_image_ids(manifest, shard, manifest_file)
@@ -83,19 +67,17 @@ def read_attention_shard(*, checkpoint_file: str | os.PathLike, which: str, imag
             torch.set_num_threads(int(threads))
         device = resolve_device(device)
         model = loaded.model.to(device).eval()
-        inputs = _open_inputs(inputs_record, image_ids, annotations_sha256=manifest["annotations_sha256"],
-                              images=images, annotations=annotations, workers=workers)
-        entropy, spread, seen = [], [], []
+        inputs = open_shard_inputs(Path(inputs_record).with_suffix(""), image_ids,
+                                   annotations_sha256=manifest["annotations_sha256"],
+                                   open_dataset=lambda: CocoDataset(images, annotations), workers=workers)
+        entropy, spread, done = [], [], 0
         with torch.inference_mode():
             for ids, _, pixels224 in inputs.batches(batch_size):
                 _, reading = tokens_and_spread(model, normalise_pixels(pixels224).to(device))
                 entropy.append(reading.entropy.cpu().numpy())
                 spread.append(reading.spread.cpu().numpy())
-                seen += ids
-                log.info("attention of %d / %d images", len(seen), len(image_ids))
-        if [int(i) for i in seen] != [int(i) for i in image_ids]:
-            raise AttentionError(f"{inputs_record}: the inputs gave images {seen[:3]}..., not the shard's "
-                                 f"{image_ids[:3]}...; delete {Path(inputs_record).with_suffix('')} and re-run")
+                done += len(ids)
+                log.info("attention of %d / %d images", done, len(image_ids))
         arrays["entropy"] = np.concatenate(entropy).astype(np.float32)
         arrays["spread"] = np.concatenate(spread).astype(np.float32)
     else:
@@ -156,7 +138,7 @@ def write_attention_record(*, checkpoint: str, run: str | None, epoch: int | Non
         fields = {}
     record = make_record(
         kind=KIND, checkpoint=checkpoint, run=run, epoch=epoch, checkpoint_sha256=identity["checkpoint_sha256"],
-        **{key: identity.get(key) for key in ARCHITECTURE_FIELDS}, dataset=dataset, role="eval", setting=SETTING,
+        **{key: identity.get(key) for key in ARCHITECTURE_FIELDS}, precision=PRECISION, dataset=dataset, role="eval", setting=SETTING,
         config_hash=config_hash, opening_row_sha256=None, measures=measures, started=started)
     record = {**record, "attention_tables": tables, **fields}
     write_record(out_record, record, replace=True)
@@ -187,9 +169,6 @@ def write_attention_rows(*, checkpoint_file: str | os.PathLike, which: str, imag
     wanted = manifest["image_ids"][0] if image_id is None else int(image_id)
     if wanted not in manifest["image_ids"]:
         raise ConfigError(f"config.yaml: image id {wanted} is not in data set {manifest_file}")
-    if not 0 <= patch < GRID224 * GRID224:
-        raise ConfigError(f"config.yaml: figures.attention_patch: {patch} is not a patch of the 14 x 14 grid "
-                          f"(0 .. {GRID224 * GRID224 - 1}, row by row)")
     _, pixels224 = decode_pixels(CocoDataset(images, annotations), wanted)
     loaded = load_backbone(checkpoint_file, which=which)
     arrays = {"image_id": np.int64(wanted), "patch": np.int64(patch), "pixels224": pixels224}

@@ -23,12 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluate.attention import AttentionError
-from evaluate.scores.measures import make_measure
+from evaluate.scores.measures import PERCENT, make_measure
 
 SPREAD = "attention_spread"  # measure: last block's mean e^H / N, percent of the patches
 ENTROPY = "attention_entropy"  # measure: last block's mean H, nats
 NATS = 1.0  # the entropy measure's scale: its per-image values are already nats
-PERCENT_OF_PATCHES = 100.0  # the spread's table unit (its measure is in percent through make_measure's default)
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ def check_reading(image_ids: Sequence[int], entropy: np.ndarray, spread: np.ndar
 def spread_tables(entropy: np.ndarray, spread: np.ndarray) -> SpreadTables:
     """Means over images: entropy, spread (n, blocks, heads) -> SpreadTables (blocks, heads) float64."""
     return SpreadTables(np.asarray(entropy, np.float64).mean(0),
-                        PERCENT_OF_PATCHES * np.asarray(spread, np.float64).mean(0))
+                        PERCENT * np.asarray(spread, np.float64).mean(0))
 
 
 def spread_measures(image_ids: Sequence[int], entropy: np.ndarray, spread: np.ndarray, *, resamples: int,

@@ -29,7 +29,7 @@ import safetensors.torch
 import torch
 from torch import Tensor, nn
 
-from evaluate.demo.scenes import DemoError, print_made
+from evaluate.demo import DemoError, print_made
 from evaluate.networks import registry
 from evaluate.networks.checkpoints import DEIT3_GROUP, FORMATS, NESTED_GROUPS, SAFETENSORS_SUFFIX
 from evaluate.networks.registry import ARCHITECTURES, REGISTRY
@@ -192,12 +192,17 @@ def make_demo_checkpoint(path: str | os.PathLike, fmt: str, seed: int, architect
         raise DemoError(f"checkpoint format must be one of {', '.join(CHECKPOINT_FORMATS)}, got {fmt!r}")
     if architecture not in DEMO_ARCHITECTURES:
         raise DemoError(f"demo architecture must be one of {', '.join(DEMO_ARCHITECTURES)}, got {architecture!r}")
+    save_backbone(demo_network(architecture, seed), path, fmt)
+    return Path(path)
+
+
+def demo_network(architecture: str, seed: int) -> nn.Module:
+    """A network of `architecture` in its first variant (Aug-ViT: circulant2) initialised after
+    torch.manual_seed(seed) by its authors' init; the global torch random state is left as it was."""
     arch = REGISTRY[architecture]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        model = arch.build(arch.variants[0])
-    save_backbone(model, path, fmt)
-    return Path(path)
+        return arch.build(arch.variants[0])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,13 +26,12 @@ import io
 import os
 import sys
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from evaluate import EvaluationError
+from evaluate.demo import DemoError, print_made
 from evaluate.plumbing.atomic import write_bytes, write_json
 from evaluate.datasets.coco import mask_area_bbox, quiet_pycocotools, rle_from_mask
 
@@ -45,10 +44,6 @@ CROWD_CATEGORY = 1  # a crowd is a cluster of small discs
 MIN_VISIBLE = 150  # px: a shape smaller than this (after occlusion) is not placed
 MAX_HIDDEN = 0.5  # a new shape may hide at most this share of an earlier shape
 PLACEMENT_TRIES = 30
-
-
-class DemoError(EvaluationError):
-    """Demo arguments that cannot work (e.g. a negative seed or no images)."""
 
 
 def polygon_mask(polygon: list[float], height: int, width: int) -> np.ndarray:
@@ -270,17 +265,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-id", type=int, default=1, help="first image id (default 1)")
     args = parser.parse_args(argv)
     return print_made(lambda: make_demo_dataset(args.out, args.n, args.seed, args.first_id))
-
-
-def print_made(make: Callable[[], Path]) -> int:
-    """A demo command's end: print the path `make()` wrote and return 0, or print its error and return 1."""
-    try:
-        path = make()
-    except EvaluationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
 
 
 if __name__ == "__main__":

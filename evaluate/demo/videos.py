@@ -22,13 +22,14 @@ import argparse
 import io
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from evaluate.datasets.davis import RESOLUTION, write_mask
-from evaluate.demo.scenes import DemoError, print_made
+from evaluate.demo import DemoError, print_made
 from evaluate.plumbing.atomic import write_bytes
 
 FRAME_SIZE = (128, 96)  # W x H: read at video.height 96 as a 6 x 8 patch grid
@@ -81,6 +82,7 @@ def make_sequence(seed: int, index: int, n_frames: int) -> tuple[list[np.ndarray
     background = _background(rng, height, width)
     objects = _objects(rng, n_objects, height, width)
     yy, xx = np.mgrid[:height, :width].astype(np.float64)
+    stripes = [0.75 + 0.25 * np.sign(np.sin((xx + yy) * np.pi / obj["stripe"])) for obj in objects]
     frames, masks = [], []
     for t in range(n_frames):
         pixels = background.copy()
@@ -89,8 +91,7 @@ def make_sequence(seed: int, index: int, n_frames: int) -> tuple[list[np.ndarray
             cy, cx = _position(obj, t, height, width)
             dy, dx = (yy - cy) / obj["half"][0], (xx - cx) / obj["half"][1]
             inside = dy**2 + dx**2 <= 1 if obj["ellipse"] else (np.abs(dy) <= 1) & (np.abs(dx) <= 1)
-            stripes = 0.75 + 0.25 * np.sign(np.sin((xx + yy) * np.pi / obj["stripe"]))
-            pixels[inside] = obj["colour"] * stripes[inside, None]
+            pixels[inside] = obj["colour"] * stripes[k - 1][inside, None]
             ids[inside] = k
         frames.append(np.clip(np.rint(pixels), 0, 255).astype(np.uint8))
         masks.append(ids)
@@ -104,20 +105,28 @@ def make_demo_videos(out_dir: str | os.PathLike, n_sequences: int, n_frames: int
                         f"scored) and a seed >= 0; got {n_sequences} sequence(s), {n_frames} frame(s), seed {seed}")
     out = Path(out_dir)
     for index in range(n_sequences):
-        name = f"seq{index:02d}"
         frames, masks, n_objects = make_sequence(seed, index, n_frames)
-        for t, (pixels, ids) in enumerate(zip(frames, masks)):
-            buffer = io.BytesIO()
-            Image.fromarray(pixels).save(buffer, format="JPEG", quality=JPEG_QUALITY)
-            write_bytes(out / "JPEGImages" / RESOLUTION / name / f"{t:05d}.jpg", buffer.getvalue())
-            mask_path = out / "Annotations" / RESOLUTION / name / f"{t:05d}.png"
-            if n_objects == 1:  # DAVIS-2016's grayscale mask: 0 and 255
-                buffer = io.BytesIO()
-                Image.fromarray(np.where(ids > 0, 255, 0).astype(np.uint8), mode="L").save(buffer, format="PNG")
-                write_bytes(mask_path, buffer.getvalue())
-            else:
-                write_mask(mask_path, ids)
+        write_sequence(out, f"seq{index:02d}", list(zip(frames, masks)), grayscale=n_objects == 1)
     return out
+
+
+def write_sequence(root: str | os.PathLike, name: str, frames: Sequence[tuple[np.ndarray, np.ndarray]], *,
+                   grayscale: bool = False, resolution: str = RESOLUTION) -> None:
+    """Write (rgb (H, W, 3) uint8, ids (H, W) uint8) frames in DAVIS's layout: JPEGImages/<resolution>/<name>/
+    NNNNN.jpg (JPEG_QUALITY) and Annotations/<resolution>/<name>/NNNNN.png, a grayscale 0/255 mask as DAVIS-2016
+    writes one object (`grayscale`), else a palette PNG of the ids (`evaluate.datasets.davis.write_mask`)."""
+    root = Path(root)
+    for t, (pixels, ids) in enumerate(frames):
+        buffer = io.BytesIO()
+        Image.fromarray(pixels).save(buffer, format="JPEG", quality=JPEG_QUALITY)
+        write_bytes(root / "JPEGImages" / resolution / name / f"{t:05d}.jpg", buffer.getvalue())
+        mask_path = root / "Annotations" / resolution / name / f"{t:05d}.png"
+        if grayscale:
+            buffer = io.BytesIO()
+            Image.fromarray(np.where(ids > 0, 255, 0).astype(np.uint8), mode="L").save(buffer, format="PNG")
+            write_bytes(mask_path, buffer.getvalue())
+        else:
+            write_mask(mask_path, ids)
 
 
 def main(argv: list[str] | None = None) -> int:

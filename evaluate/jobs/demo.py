@@ -1,4 +1,4 @@
-"""Jobs of workflow/rules/demo.smk: the embedded demo's data sets and seeded checkpoints."""
+"""Jobs of workflow/rules/demo.smk: the embedded demo's data sets, video set and seeded checkpoints."""
 
 from __future__ import annotations
 
@@ -25,3 +25,13 @@ def demo_checkpoint(smk: Any) -> None:
     from evaluate.demo.checkpoints import make_demo_checkpoint
 
     make_demo_checkpoint(out, fmt=fmt, seed=seed, architecture=architecture)
+
+
+def demo_video(smk: Any) -> None:
+    """The demo's DAVIS-layout video set of moving shapes with exact masks (evaluate.demo.videos)."""
+    out = Path(smk.output[0])
+    n_sequences, n_frames, seed = (int(smk.params.demo[k]) for k in ("n_sequences", "n_frames", "seed"))
+
+    from evaluate.demo.videos import make_demo_videos
+
+    make_demo_videos(out, n_sequences=n_sequences, n_frames=n_frames, seed=seed)

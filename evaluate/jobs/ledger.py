@@ -61,7 +61,7 @@ def figures(smk: Any) -> None:
     files = ledger_figures(ledger_dir, out, dataset=dataset, masks=dict(zip(checkpoints, masks)) if masks else None,
                            sweep_csv=sweep_csv, overlay_images=int(figure_config["overlay_images"]),
                            gallery_images=int(figure_config["gallery_images"]), resamples=resamples, seed=seed,
-                           truth=truth, attention_rows=dict(zip(checkpoints, attention_rows)))
+                           truth=truth, attention_rows=dict(zip(checkpoints, attention_rows)), video=video)
     if masks:
         import numpy as np
 
@@ -74,12 +74,6 @@ def figures(smk: Any) -> None:
         figure = out / f"eigenvector_{dataset['name']}_{image_id}.png"
         eigenvector_figure(image_path, vector, figure, title=f"{reference}, image {image_id}")
         files.append(figure)
-    if video["videos"]:
-        from evaluate.ledger.records import read_records
-        from evaluate.outputs.video_figures import video_figures
-
-        files += video_figures(video["videos"], video["results"], read_records(ledger_dir / "records"), out,
-                               sequences=int(figure_config["overlay_images"]))
     log.info("wrote %d figures", len(files))
 
 

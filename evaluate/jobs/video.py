@@ -1,19 +1,9 @@
-"""Jobs of workflow/rules/video.smk: the demo's video set, a video data set's sequences, propagation, scoring."""
+"""Jobs of workflow/rules/video.smk: a video data set's sequences, propagation, scoring."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-
-def demo_video(smk: Any) -> None:
-    """The demo's DAVIS-layout video set of moving shapes with exact masks (evaluate.demo.videos)."""
-    out = Path(smk.output[0])
-    n_sequences, n_frames, seed = (int(smk.params.demo[k]) for k in ("n_sequences", "n_frames", "seed"))
-
-    from evaluate.demo.videos import make_demo_videos
-
-    make_demo_videos(out, n_sequences=n_sequences, n_frames=n_frames, seed=seed)
 
 
 def video_sequences(smk: Any) -> None:
@@ -32,16 +22,15 @@ def propagate(smk: Any) -> None:
     checkpoint_file = Path(smk.input.checkpoint)
     video: dict = smk.params.video
     settings: dict = smk.params.settings
-    device, threads = str(smk.params.device), int(smk.threads)
+    device = str(smk.params.device)
     out_dir, out_run = Path(smk.output.results), Path(smk.output.run)
 
     from evaluate.video.protocol import propagate_one
 
-    propagate_one(checkpoint=smk.params.checkpoint, checkpoint_file=checkpoint_file,
-                  which=smk.params.checkpoint["which"], dataset=video["name"], root=video["root"],
-                  resolution=video["resolution"], sequences_file=video["sequences_file"],
-                  sequence=smk.wildcards.sequence, settings=settings, device=device, threads=threads,
-                  run_time=smk.params.run_time, out_dir=out_dir, out_run=out_run)
+    propagate_one(checkpoint=smk.params.checkpoint, checkpoint_file=checkpoint_file, dataset=video["name"],
+                  root=video["root"], resolution=video["resolution"], sequences_file=video["sequences_file"],
+                  sequence=smk.wildcards.sequence, settings=settings, device=device, run_time=smk.params.run_time,
+                  out_dir=out_dir, out_run=out_run)
 
 
 def score_video(smk: Any) -> None:

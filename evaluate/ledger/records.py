@@ -22,7 +22,6 @@ from typing import Any
 
 from evaluate.plumbing.atomic import plain_json, write_json
 from evaluate.ledger import LedgerError
-from evaluate.networks import ARCHITECTURE_FIELDS  # noqa: F401 - the record fields from the features' meta.json
 from evaluate.scores.measures import MEASURE_FIELDS, REDUCERS
 from evaluate.plumbing.paths import RECORD_IN_LEDGER
 from evaluate.plumbing.provenance import code_version as _code_version

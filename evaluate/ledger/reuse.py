@@ -61,14 +61,14 @@ def kept_scoring(key: str, expected: dict, *, result_beside: bool) -> Kept | Non
         return None
     try:
         record = read_record(path)
+        differs = [key for key, value in expected.items() if record.get(key) != value]
+        if differs:
+            log.warning("not reusing %s: its %s differ from this job's", path, ", ".join(differs))
+            return None
         rows = {row["row_sha256"]: row for row in read_openings(OPENINGS)}
         result = read_json(result_path) if result_beside else record["measures"]
     except (LedgerError, ValueError) as exc:  # ValueError: a kept result that is not JSON
         log.warning("not reusing %s: %s", path, exc)
-        return None
-    differs = [key for key, value in expected.items() if record.get(key) != value]
-    if differs:
-        log.warning("not reusing %s: its %s differ from this job's", path, ", ".join(differs))
         return None
     row = rows.get(record["opening_row_sha256"])
     if row is None:

@@ -69,7 +69,7 @@ def record_identity(scoring: Scoring, role: str) -> dict:
     the features' meta.json recorded them when the file was read), the network's precision in the features
     (`features.precision`; None for features written before it was recorded), the data set, the role and the
     config's hash."""
-    from evaluate.ledger.records import ARCHITECTURE_FIELDS
+    from evaluate.networks import ARCHITECTURE_FIELDS
     from evaluate.plumbing.atomic import read_json
 
     meta = read_json(scoring.features_meta)

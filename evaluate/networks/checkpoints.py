@@ -138,6 +138,12 @@ class LoadedCheckpoint:
         """The architecture fields recorded in meta.json (`evaluate.networks.ARCHITECTURE_FIELDS`)."""
         return self.identified.as_meta()
 
+    def file_meta(self) -> dict[str, str]:
+        """What a reading records of the file it ran (meta.json, a video run file): its path, sha256 and format,
+        the architecture fields and the network taken."""
+        return {"checkpoint_path": str(self.path), "checkpoint_sha256": self.sha256, "checkpoint_format": self.format,
+                **self.architecture_meta(), "which": self.which}
+
 
 # ----------------------------------------------------------------------------------------------------- reading files
 

@@ -20,19 +20,21 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from evaluate.attention.summary import ENTROPY, SPREAD
 from evaluate.outputs.figures import DPI, PALETTE, RUN_FIGSIZE, FigureError, _safe, save_png
+from evaluate.outputs.table_model import DIGITS, MEASURE_DIGITS
+from evaluate.readings.geometry import PATCH
 
 HEATMAP_FIGSIZE = (9.0, 5.0)
 ROWS_PANEL = 2.0  # inches per panel of the per-patch figure
-PATCH = 16  # pixels per patch at 224 px
 
 
 def attention_heatmap(tables: Mapping, title: str, out_png: str | os.PathLike) -> Path:
     """tables: a record's `attention_tables` ({"blocks", "heads", "attention_spread": blocks lists of heads
     floats in percent, "attention_entropy": the same in nats})."""
     fig = Figure(figsize=HEATMAP_FIGSIZE, dpi=DPI)
-    for k, (name, unit, digits) in enumerate((("attention_spread", "% of patches", 1), ("attention_entropy", "nats",
-                                                                                          2))):
+    for k, (name, unit) in enumerate(((SPREAD, "% of patches"), (ENTROPY, "nats"))):
+        digits = MEASURE_DIGITS.get(name, DIGITS)
         values = np.asarray(tables[name], dtype=np.float64)
         ax = fig.add_subplot(1, 2, k + 1)
         image = ax.imshow(values, cmap="viridis", aspect="auto")

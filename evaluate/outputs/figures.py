@@ -74,7 +74,11 @@ def measure_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike) -
 
     Only records with an epoch are drawn; a measure without an interval gets no band.
     """
-    records = [r for r in read_records(Path(ledger_dir) / RECORDS_IN_LEDGER) if r["role"] == "eval" and r["epoch"] is not None]
+    return _measure_figures(read_records(Path(ledger_dir) / RECORDS_IN_LEDGER), out_dir)
+
+
+def _measure_figures(records: Sequence[dict], out_dir: str | os.PathLike) -> list[Path]:
+    records = [r for r in records if r["role"] == "eval" and r["epoch"] is not None]
     series: dict[tuple[str, str], dict[str, list[tuple[int, float, float | None, float | None]]]] = {}
     for rec in records:
         run = rec["run"] or rec["checkpoint"]
@@ -248,15 +252,19 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                    masks: Mapping[str, str | os.PathLike] | None = None, sweep_csv: str | os.PathLike | None = None,
                    overlay_images: int, gallery_images: int | None = None, resamples: int,
                    seed: int, truth: bool = True,
-                   attention_rows: Mapping[str, str | os.PathLike] | None = None) -> list[Path]:
+                   attention_rows: Mapping[str, str | os.PathLike] | None = None,
+                   video: Mapping | None = None) -> list[Path]:
     """Every figure but the eigenvector map: measures against epoch; for `dataset` ({"name", "images",
     "annotations"}; `truth`: draw its ground truth, False when it is sealed) with `masks` (checkpoint -> COCO
     results) the overlays of its first `overlay_images` images and each checkpoint's gallery of `gallery_images`
     worst and best images (by the records' Jaccard); the sweep heatmap (with the sweep record's selected setting);
     the SCATTER_PAIR agreement figure per eval data set; the attention figures
-    (`evaluate.outputs.attention_figures`, with the per-patch rows of `attention_rows`: checkpoint -> .npz).
-    Returns the PNG paths (each has its PDF beside it)."""
+    (`evaluate.outputs.attention_figures`, with the per-patch rows of `attention_rows`: checkpoint -> .npz); and
+    the propagated masks of each video data set and checkpoint (`evaluate.outputs.video_figures`; video:
+    {"videos", "results"}, the first `overlay_images` sequences of each). Returns the PNG paths (each has its PDF
+    beside it)."""
     from evaluate.outputs.attention_figures import attention_figures  # noqa: PLC0415
+    from evaluate.outputs.video_figures import video_figures  # noqa: PLC0415
     from evaluate.scores.agreement import pair_agreement  # noqa: PLC0415
     from evaluate.outputs.overlays import gallery_figure, mask_overlays  # noqa: PLC0415
     from evaluate.outputs.table_model import DISPLAY_NAMES  # noqa: PLC0415
@@ -265,7 +273,7 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
 
     out = Path(out_dir)
     records = read_records(Path(ledger_dir) / RECORDS_IN_LEDGER)
-    files = list(measure_figures(ledger_dir, out) or [])
+    files = list(_measure_figures(records, out) or [])
     if dataset is not None and masks:
         name = dataset["name"]
         jaccard = record_jaccard(records, name)
@@ -294,4 +302,6 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                     a, b, entry, tuple(DISPLAY_NAMES[k][0] for k in SCATTER_PAIR), name,
                     out / f"agreement_{_safe(name)}_{SCATTER_PAIR[0]}_{SCATTER_PAIR[1]}.png"))
     files += attention_figures(records, out, attention_rows)
+    if video and video["videos"]:
+        files += video_figures(video["videos"], video["results"], records, out, sequences=overlay_images)
     return files

@@ -26,6 +26,7 @@ from evaluate.outputs.overlays import (
     SEALED_LEGEND,
     TILE_INCHES,
     TRUTH_COLOUR,
+    overlay_masks,
 )
 
 FRAMES_SHOWN = ("first", "middle", "last")
@@ -39,13 +40,7 @@ def shown_frames(n_frames: int) -> list[int]:
 
 def paint_objects(picture: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """uint8 (H, W, 3) picture with each object id k > 0 of `labels` (H, W) blended in PALETTE[k - 1] (ALPHA)."""
-    out = picture.astype(np.float32)
-    for k in np.unique(labels):
-        if k == 0:
-            continue
-        region = labels == k
-        out[region] = (1 - ALPHA) * out[region] + ALPHA * PALETTE[(int(k) - 1) % len(PALETTE)]
-    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+    return overlay_masks(picture, [labels == k for k in range(1, int(labels.max()) + 1)])
 
 
 def _legend(fig: Figure, truth: bool) -> None:

@@ -20,11 +20,11 @@ from evaluate.outputs.tables import ABSENT, INTERVAL_TEXT, _checkpoint_rows, _id
 from evaluate.scores.measures import PERCENT
 
 
-def _records_of(records: Sequence[dict], kind: str, field_name: str) -> dict[str, list[dict]]:
-    """Eval records of `kind` holding `field_name`, grouped by data set, sorted by checkpoint."""
+def _records_of(records: Sequence[dict], kind: str, field_name: str | None = None) -> dict[str, list[dict]]:
+    """Eval records of `kind` (holding `field_name`, where given), grouped by data set, sorted by checkpoint."""
     out: dict[str, list[dict]] = {}
     for rec in sorted(records, key=lambda r: r["checkpoint"]):
-        if rec["role"] == "eval" and rec["kind"] == kind and rec.get(field_name) is not None:
+        if rec["role"] == "eval" and rec["kind"] == kind and (field_name is None or rec.get(field_name) is not None):
             out.setdefault(rec["dataset"], []).append(rec)
     return out
 
@@ -135,10 +135,7 @@ def gallery_picks(rec: dict, n: int) -> tuple[list[int], list[int]]:
 
 def gallery_tables(records: Sequence[dict], n: int) -> list[Table]:
     """Per eval data set: each checkpoint's `n` worst then `n` best images by Jaccard, with their categories."""
-    groups: dict[str, list[dict]] = {}
-    for rec in sorted(records, key=lambda r: r["checkpoint"]):
-        if rec["role"] == "eval" and rec["kind"] == "decoder" and _measure(rec, "jaccard") is not None:
-            groups.setdefault(rec["dataset"], []).append(rec)
+    groups = _records_of([r for r in records if _measure(r, "jaccard") is not None], "decoder")
     tables = []
     for dataset, recs in sorted(groups.items()):
         caption = (f"The {n} worst and {n} best images by decoder Jaccard for each checkpoint on "
@@ -162,11 +159,7 @@ def gallery_tables(records: Sequence[dict], n: int) -> list[Table]:
 
 def attention_records(records: Sequence[dict]) -> dict[str, list[dict]]:
     """The eval data sets' `attention` records (docs/design.md §13), grouped by data set, sorted by checkpoint."""
-    out: dict[str, list[dict]] = {}
-    for rec in sorted(records, key=lambda r: r["checkpoint"]):
-        if rec["role"] == "eval" and rec["kind"] == "attention":
-            out.setdefault(rec["dataset"], []).append(rec)
-    return out
+    return _records_of(records, "attention")
 
 
 def attention_head_tables(records: Sequence[dict]) -> list[Table]:

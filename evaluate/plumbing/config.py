@@ -163,7 +163,7 @@ def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
 def dataset_table(config: dict[str, Any]) -> dict[str, Dataset]:
     """All data sets of the experiment, by name."""
     table = {}
-    for name, entry in (config.get("datasets") or {}).items():
+    for name, entry in config["datasets"].items():
         check_name(name, "datasets:")
         roles = tuple(entry["roles"])
         for role in roles:
@@ -186,7 +186,7 @@ def dataset_table(config: dict[str, Any]) -> dict[str, Dataset]:
 
 def _seal(entry: dict[str, Any], where: str) -> tuple[bool, int | None]:
     """A data set's seal and budget (None: unlimited); a sealed one without a budget is an error naming `where`."""
-    sealed = bool(entry.get("sealed", False))
+    sealed = bool(entry["sealed"])
     budget = entry.get("budget")
     if sealed and budget is None:
         raise ConfigError(f"config.yaml: {where} is sealed but has no 'budget' (how often its labels may be opened)")
@@ -197,9 +197,9 @@ def video_table(config: dict[str, Any]) -> dict[str, VideoDataset]:
     """All video data sets of the experiment, by name; a name that is also an image data set's is an error (the
     ledger counts openings, and so budgets, by data-set name)."""
     table = {}
-    for name, entry in (config.get("videos") or {}).items():
+    for name, entry in config["videos"].items():
         check_name(name, "videos:")
-        if name in (config.get("datasets") or {}):
+        if name in config["datasets"]:
             raise ConfigError(f"config.yaml: videos.{name}: the name is also a data set's under 'datasets:'; data "
                               "sets share one ledger, so give the video data set another name")
         sealed, budget = _seal(entry, f"videos.{name}")

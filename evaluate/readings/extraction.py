@@ -66,11 +66,7 @@ def extract_checkpoint_shard(*, checkpoint: str, checkpoint_file: str | os.PathL
     device = resolve_device(device)
     meta = {
         "checkpoint": checkpoint,
-        "checkpoint_path": str(checkpoint_file),
-        "checkpoint_sha256": loaded.sha256,
-        "checkpoint_format": loaded.format,
-        **loaded.architecture_meta(),  # architecture, architecture_variant, head_layout (docs/design.md §9)
-        "which": which,
+        **loaded.file_meta(),  # path, sha256, format, architecture fields (docs/design.md §9), which network
         "dataset": dataset,
         "manifest_sha256": manifest["manifest_sha256"],
         "shard": shard,

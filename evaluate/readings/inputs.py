@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import multiprocessing
 import os
 import queue
@@ -38,6 +39,8 @@ from evaluate import EvaluationError
 from evaluate.plumbing.atomic import atomic_path, write_json
 from evaluate.readings.images import keys480_pixels, normalise_pixels, tokens224_pixels
 from evaluate.readings.geometry import KEYS480_SIZE, TOKENS224_SIZE
+
+log = logging.getLogger("evaluate.readings.inputs")
 
 READINGS = {
     "images480": (KEYS480_SIZE, KEYS480_SIZE, 3),
@@ -235,10 +238,16 @@ def _stack(batch: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[list[int], 
 def open_shard_inputs(folder: str | os.PathLike, expected_ids: Sequence[int], *, annotations_sha256: str | None,
                       open_dataset: Callable[[], Any], workers: int = 1) -> StoredInputs | DecodedInputs:
     """The shard's decoded inputs when its folder is complete, else the images decoded here from the data set
-    (`open_dataset()`, in `workers` processes): the features are the same bytes either way."""
+    (`open_dataset()`, in `workers` processes): the features are the same bytes either way. A folder dropped while
+    it is opened (the shard's last extract job drops it under `features.keep: false`) counts as gone."""
     folder = Path(folder)
     if (folder / IDS).is_file():
-        return StoredInputs(folder, expected_ids=expected_ids, annotations_sha256=annotations_sha256)
+        try:
+            return StoredInputs(folder, expected_ids=expected_ids, annotations_sha256=annotations_sha256)
+        except InputsError:
+            if (folder / IDS).is_file():
+                raise
+            log.info("%s was dropped while it was opened: decoding the images here", folder)
     return DecodedInputs(open_dataset(), expected_ids, where=folder, workers=workers)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,8 +27,7 @@ def score_decoder(scoring: Scoring, *, masks_file: str | os.PathLike, selected_f
     The setting enters the reuse key by name, never by selected.yaml's bytes: they also hold the selection's opening
     row, which a re-selection on other inputs renews even when it selects the same setting.
     """
-    import yaml
-
+    from decoders import load_selected
     from evaluate.datasets.coco import CocoDataset
     from evaluate.ledger.scoring import Scored, score_on_record
     from evaluate.plumbing.atomic import read_json
@@ -40,7 +38,7 @@ def score_decoder(scoring: Scoring, *, masks_file: str | os.PathLike, selected_f
         measures = decoder_measures(dataset, read_json(masks_file), resamples=resamples, seed=seed)
         return Scored(measures=measures, fields={"image_categories": image_categories(dataset)})
 
-    setting = yaml.safe_load(Path(selected_file).read_text())["name"]
+    setting = load_selected(selected_file)[1].name
     record, _ = score_on_record(
         scoring, kind="decoder", role="eval", purpose="eval", setting=setting,
         n_images=len(read_json(manifest_file)["image_ids"]),  # the data set's images, as the manifest lists them

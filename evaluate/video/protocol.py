@@ -51,18 +51,16 @@ def file_hashes(folder: Path) -> dict[str, str]:
     return {p.name: sha256_file(p) for p in sorted(folder.glob("*.png"))}
 
 
-def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.PathLike, which: str, dataset: str,
-                  root: str, resolution: str, sequences_file: str | None, sequence: str, settings: Mapping[str, Any],
-                  device: str, threads: int, run_time: RunTime, out_dir: str | os.PathLike,
-                  out_run: str | os.PathLike) -> dict:
+def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.PathLike, dataset: str, root: str,
+                  resolution: str, sequences_file: str | None, sequence: str, settings: Mapping[str, Any],
+                  device: str, run_time: RunTime, out_dir: str | os.PathLike, out_run: str | os.PathLike) -> dict:
     """Propagate one sequence's first-frame masks with one checkpoint; returns the run file's content.
 
-    checkpoint: its params (name, run, epoch); checkpoint_file, which: its file and network; dataset, root,
-    resolution, sequences_file: the video data set; settings: the config's `video:` (`PropagationSettings`);
-    device (`auto`: CUDA where present): the config's `features`; threads: its `video`; run_time: the data set's seal and budget.
+    checkpoint: its params (name, run, epoch, which network); checkpoint_file: its file; dataset, root, resolution,
+    sequences_file: the video data set; settings: the config's `video:` (`PropagationSettings`); device (`auto`:
+    CUDA where present): the config's `features`; run_time: the data set's seal and budget. The job's torch
+    threads (`video.threads`) are set by the job runner.
     """
-    import torch
-
     from evaluate.datasets.davis import DavisDataset
     from evaluate.ledger.scoring import Scoring, open_labels
     from evaluate.networks.checkpoints import load_backbone
@@ -74,9 +72,8 @@ def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.Pa
     chosen = PropagationSettings.of_config(settings)
     davis = DavisDataset(root, resolution, sequences_file)
     video = davis.sequence(sequence)
-    loaded = load_backbone(checkpoint_file, which=which)
+    loaded = load_backbone(checkpoint_file, which=checkpoint["which"])
     device = resolve_device(device)
-    torch.set_num_threads(int(threads))
     network = loaded.model.to(device)
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(out_dir.name + TMP_SUFFIX)
@@ -91,11 +88,7 @@ def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.Pa
     tmp.rename(out_dir)
     summary = {
         "checkpoint": checkpoint["name"],
-        "checkpoint_path": str(checkpoint_file),
-        "checkpoint_sha256": loaded.sha256,
-        "checkpoint_format": loaded.format,
-        **loaded.architecture_meta(),  # architecture, architecture_variant, head_layout: what the record copies
-        "which": which,
+        **loaded.file_meta(),  # path, sha256, format, the architecture fields the record copies, which network
         "precision": "float32",  # the network's arithmetic here: features.precision is not applied to frames480
         "dataset": dataset,
         "sequence": sequence,
@@ -121,7 +114,6 @@ class VideoLabels:
     """A video data set opened for scoring: the data set and the identity of the masks scoring reads."""
 
     dataset: DavisDataset
-    names: list[str]
     annotations_sha256: str
 
 
@@ -169,10 +161,10 @@ def score_video(scoring: Scoring, *, root: str, resolution: str, sequences_file:
 
     def open_dataset() -> VideoLabels:
         davis = DavisDataset(root, resolution, sequences_file)
-        return VideoLabels(davis, names, davis.annotations_sha256("rest", names))
+        return VideoLabels(davis, davis.annotations_sha256("rest", names))
 
     def score(labels: VideoLabels) -> Scored:
-        scores = score_results(results_root, labels.dataset, labels.names)
+        scores = score_results(results_root, labels.dataset, names)
         return Scored(measures=video_measures(scores, resamples=resamples, seed=seed),
                       fields={"sequences": names, "per_sequence": per_sequence_rows(scores),
                               "per_object": scores.per_object(), "propagation": chosen.as_dict()})

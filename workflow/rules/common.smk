@@ -47,7 +47,7 @@ JOBS = {
     "figures": "evaluate.jobs.ledger:figures",
     "eigenvector": "evaluate.jobs.ledger:eigenvector",
     "html_report": "evaluate.jobs.ledger:html_report",
-    "demo_video": "evaluate.jobs.video:demo_video",
+    "demo_video": "evaluate.jobs.demo:demo_video",
     "video_sequences": "evaluate.jobs.video:video_sequences",
     "propagate": "evaluate.jobs.video:propagate",
     "score_video": "evaluate.jobs.video:score_video",
@@ -119,10 +119,14 @@ def demo_checkpoint_of(wildcards):
     return CHECKPOINTS[wildcards.checkpoint].demo
 
 
-def video_of(wildcards):
+def video_params(name):
     """Where a video data set lives (its seal and budget come in `run_time`)."""
-    v = VIDEOS[wildcards.dataset]
+    v = VIDEOS[name]
     return {"name": v.name, "root": v.root, "resolution": v.resolution, "sequences_file": v.sequences_file}
+
+
+def video_of(wildcards):
+    return video_params(wildcards.dataset)
 
 
 def demo_video_of(wildcards):
@@ -149,7 +153,8 @@ def shard_names(dataset):
 
 
 def feature_shards(checkpoint, dataset, pattern=paths.FEATURES_META):
-    """One file per shard of `checkpoint` on `dataset` (meta.json, the default, marks a complete shard)."""
+    """One file per shard of `checkpoint` on `dataset` (meta.json, the default, marks a complete shard; or the
+    shard's file of another pattern with {checkpoint}, {dataset} and {shard})."""
     return [pattern.format(checkpoint=checkpoint, dataset=dataset, shard=s) for s in shard_names(dataset)]
 
 
@@ -163,8 +168,7 @@ def sweep_shards(wildcards):
 
 
 def decoded_shards(wildcards):
-    c, d = wildcards.checkpoint, wildcards.dataset
-    return [paths.MASKS_SHARD.format(checkpoint=c, dataset=d, shard=s) for s in shard_names(d)]
+    return feature_shards(wildcards.checkpoint, wildcards.dataset, paths.MASKS_SHARD)
 
 
 def select_setting_inputs(wildcards):
@@ -247,8 +251,7 @@ def all_records():
 
 
 def attention_shards(wildcards):
-    c, d = wildcards.checkpoint, wildcards.dataset
-    return [paths.ATTENTION_SHARD.format(checkpoint=c, dataset=d, shard=s) for s in shard_names(d)]
+    return feature_shards(wildcards.checkpoint, wildcards.dataset, paths.ATTENTION_SHARD)
 
 
 def attention_rows_files():
@@ -298,8 +301,9 @@ def eigenvector_inputs(wildcards):
 
 def figure_inputs(wildcards):
     inputs = {"scores": paths.SCORES_CSV, "records": all_records()}
-    if attention_rows_files():
-        inputs["attention_rows"] = attention_rows_files()
+    rows = attention_rows_files()
+    if rows:
+        inputs["attention_rows"] = rows
     d = figure_dataset()
     if d:
         inputs["masks"] = [paths.MASKS.format(checkpoint=c, dataset=d) for c in CHECKPOINTS]
@@ -318,9 +322,6 @@ def figure_inputs(wildcards):
 def video_figure_params():
     """What the video figures draw: each video data set (truth: False for a sealed one, whose ground truth is not
     drawn) and each checkpoint's results root on it."""
-    videos = {
-        n: {"root": v.root, "resolution": v.resolution, "sequences_file": v.sequences_file, "truth": not v.sealed}
-        for n, v in VIDEOS.items()
-    }
+    videos = {n: {**video_params(n), "truth": not v.sealed} for n, v in VIDEOS.items()}
     results = {n: {c: paths.VIDEO_RESULTS_ROOT.format(checkpoint=c, dataset=n) for c in CHECKPOINTS} for n in VIDEOS}
     return {"videos": videos, "results": results}

@@ -1,5 +1,5 @@
-# The embedded demo: procedurally drawn scenes with exact masks, and seeded random networks in the real formats.
-# Only data sets and checkpoints that carry a `demo:` entry in the config are generated.
+# The embedded demo: procedurally drawn scenes and videos with exact masks, and seeded random networks in the real
+# formats. Only data sets, video sets and checkpoints that carry a `demo:` entry in the config are generated.
 
 
 rule demo_dataset:
@@ -33,5 +33,23 @@ rule demo_checkpoint:
         demo=demo_checkpoint_of,
         job=JOBS["demo_checkpoint"],
         code=CODE["demo_checkpoint"],
+    script:
+        "../scripts/run_job.py"
+
+
+rule demo_video:
+    """The demo's video set: moving shapes with exact masks, in DAVIS's layout (evaluate.demo.videos)."""
+    output:
+        directory(paths.DEMO_VIDEO),
+    log:
+        "logs/demo_video/{dataset}.log",
+    benchmark:
+        "benchmarks/demo_video/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=_alternatives(DEMO_VIDEOS),
+    params:
+        demo=demo_video_of,
+        job=JOBS["demo_video"],
+        code=CODE["demo_video"],
     script:
         "../scripts/run_job.py"

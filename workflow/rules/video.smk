@@ -3,24 +3,6 @@
 # scoring job per checkpoint and video data set opens the other masks and writes a ledger record.
 
 
-rule demo_video:
-    """The demo's video set: moving shapes with exact masks, in DAVIS's layout (evaluate.demo.videos)."""
-    output:
-        directory(paths.DEMO_VIDEO),
-    log:
-        "logs/demo_video/{dataset}.log",
-    benchmark:
-        "benchmarks/demo_video/{dataset}.tsv"
-    wildcard_constraints:
-        dataset=_alternatives(DEMO_VIDEOS),
-    params:
-        demo=demo_video_of,
-        job=JOBS["demo_video"],
-        code=CODE["demo_video"],
-    script:
-        "../scripts/run_job.py"
-
-
 checkpoint video_sequences:
     """A video data set's sequences, frames and masks, and its labels' identity (listings and hashes: no opening)."""
     input:
