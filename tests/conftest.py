@@ -72,3 +72,14 @@ def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
         ]
         out[split] = (dataset, manifest, dirs)
     return out
+
+
+@pytest.fixture(scope="session")
+def finished_template(tmp_path_factory) -> Path:
+    """The root of a test_workflow.Workspace after a full run of its tiny experiment with one checkpoint, `a`: run
+    once per session; the workflow tests each work on a copy (`Workspace(root, template=...)`)."""
+    from test_workflow import finished_workspace  # a test module's helper; imported here only when needed
+
+    root = tmp_path_factory.mktemp("finished-template")
+    finished_workspace(root)
+    return root

@@ -1,6 +1,6 @@
 """Growing a finished experiment: only the new jobs run, only the new labels are opened, nothing computed is touched.
 
-One tiny demo experiment (test_workflow's) is run for real, then grown:
+One tiny demo experiment (test_workflow's, run once per session: `finished_template`) is copied, then grown:
 - one eval data set added: the openings ledger gains rows for that data set only, the probe's weights are
   byte-identical and untouched, no feature shard of an existing data set is rewritten;
 - an eval data set whose only category the probe-train set lacks: refused before any job; with `probe: false` it is
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_workflow import REPO, Workspace, checkpoint_entry, finished_workspace, planned_jobs
+from test_workflow import REPO, Workspace, checkpoint_entry, planned_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -43,8 +43,8 @@ def stamps(folder: Path) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def grown(tmp_path_factory) -> Workspace:
-    return finished_workspace(tmp_path_factory.mktemp("incremental"))
+def grown(finished_template, tmp_path_factory) -> Workspace:
+    return Workspace(tmp_path_factory.mktemp("incremental"), template=finished_template)
 
 
 def test_adding_an_eval_data_set_opens_only_its_labels_and_touches_nothing_computed(grown):

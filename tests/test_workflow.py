@@ -69,9 +69,14 @@ def checkpoint_entry(name: str, fmt: str, seed: int, epoch: int) -> dict:
 class Workspace:
     """A copy of the code (so edits to it are safe) and a working directory with a config."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, template: Path | None = None):
+        """A fresh copy of the code and an empty work directory; with `template`, a copy of that finished
+        Workspace's root instead (modification times kept; Snakemake's metadata holds relative paths only)."""
         self.code = root / "code"
         self.work = root / "work"
+        if template is not None:
+            shutil.copytree(template, root, symlinks=True, dirs_exist_ok=True)
+            return
         for part in ("evaluate", "decoders", "workflow", "Snakefile", "config.yaml", "pyproject.toml"):
             src = REPO / part
             if src.is_dir():
@@ -121,8 +126,14 @@ def finished_workspace(root: Path) -> Workspace:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Workspace:
-    return finished_workspace(tmp_path_factory.mktemp("workflow"))
+def finished(finished_template, tmp_path_factory) -> Workspace:
+    return Workspace(tmp_path_factory.mktemp("workflow"), template=finished_template)
+
+
+def test_a_copied_finished_workspace_has_nothing_to_do(finished_template, tmp_path):
+    """The shared fixture's premise: a copy of a finished run is finished (no absolute path or mtime is lost)."""
+    copy = Workspace(tmp_path / "copy", template=finished_template)
+    assert planned_jobs(copy.snakemake("--dry-run")) == {}
 
 
 def test_a_full_run_produces_every_stage_s_outputs(finished):
