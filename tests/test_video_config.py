@@ -20,7 +20,7 @@ from PIL import Image
 from snakemake_interface_common.exceptions import WorkflowError
 
 from evaluate.datasets.davis import DavisDataset, first_mask, read_mask
-from evaluate.demo.scenes import DemoError
+from evaluate.demo import DemoError
 from evaluate.demo.videos import FRAME_SIZE, make_demo_videos, make_sequence
 from evaluate.experiment import ConfigError, Experiment, load_config
 from evaluate.ledger import BudgetExceeded

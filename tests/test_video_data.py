@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 from PIL import Image
-from videos import davis_mini, moving_shapes, small_davis, write_sequence
+from videos import davis_mini, moving_shapes, small_davis
 
 from evaluate import EvaluationError
 from evaluate.datasets.davis import (
@@ -21,6 +21,7 @@ from evaluate.datasets.davis import (
     truth_mask,
     write_mask,
 )
+from evaluate.demo.videos import write_sequence
 
 
 def _palette_png(path, ids):

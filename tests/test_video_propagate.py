@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from videos import moving_shapes, small_davis, write_sequence
+from videos import moving_shapes, small_davis
 
 from evaluate import ConfigError, EvaluationError
 from evaluate.datasets.davis import DavisDataset, VideoSequence, read_mask
+from evaluate.demo.videos import write_sequence
 from evaluate.networks.registry import REGISTRY
 from evaluate.video import propagate
 from evaluate.video.measures import jaccard

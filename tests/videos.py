@@ -1,8 +1,8 @@
 """Video test data: the real DAVIS-2016 sequences beside the checkout, and small DAVIS-layout folders drawn here.
 
-`moving_shapes` draws frames of coloured shapes moving over a textured background with their exact object ids;
-`write_sequence` writes them in DAVIS's layout (JPEG frames, PNG masks: palette with DAVIS's colours, or grayscale
-0/255 as DAVIS-2016).
+`moving_shapes` draws frames of coloured shapes moving over a textured background with their exact object ids; the
+product's `evaluate.demo.videos.write_sequence` writes them in DAVIS's layout (JPEG frames, PNG masks: palette with
+DAVIS's colours, or grayscale 0/255 as DAVIS-2016).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from evaluate.datasets.davis import write_mask
-from evaluate.demo.videos import write_sequence  # noqa: F401 - the test modules write their sequences with it
+from evaluate.demo.videos import write_sequence
 
 DAVIS_MINI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "davis2016-mini"
 

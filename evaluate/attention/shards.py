@@ -32,7 +32,6 @@ from evaluate.attention import AttentionError
 log = logging.getLogger("evaluate.attention.shards")
 
 KIND = "attention"  # the ledger kind of the reading's records
-PRECISION = "float32"  # the network's arithmetic in the reading, whatever features.precision says (§13)
 SETTING = "224 px, softmax(q k^T / sqrt(d)) over the patches"  # the records' setting: what the rows are
 ABSENT = ("the network's attention runs across channels, not patches (XCiT): there are no attention rows over "
           "patches to measure")
@@ -40,12 +39,13 @@ ABSENT = ("the network's attention runs across channels, not patches (XCiT): the
 
 def read_attention_shard(*, checkpoint_file: str | os.PathLike, which: str, images: str, annotations: str,
                          manifest_file: str | os.PathLike, shard: str, inputs_record: str | os.PathLike,
-                         out: str | os.PathLike, batch_size: int, device: str, threads: int, workers: int) -> Path:
+                         out: str | os.PathLike, batch_size: int, device: str, workers: int) -> Path:
     """The per-image reading of one checkpoint on one shard into `out` (returned); see the module docstring.
 
     checkpoint_file, which: the checkpoint and its network (`teacher`/`student`); images, annotations: the data set;
-    batch_size, device (`auto`: CUDA where present), threads: the config's `features`. The network runs in float32
-    (the reading is float32 whatever `features.precision` says: docs/design.md §13).
+    batch_size, device (`auto`: CUDA where present): the config's `features`. The network runs in float32 (the
+    reading is float32 whatever `features.precision` says: docs/design.md §13). The job's torch threads
+    (`features.threads`) are set by the job runner.
     """
     import torch
 
@@ -63,8 +63,6 @@ def read_attention_shard(*, checkpoint_file: str | os.PathLike, which: str, imag
     identity = {"checkpoint_sha256": loaded.sha256, **loaded.architecture_meta()}
     arrays: dict[str, np.ndarray] = {"image_ids": np.asarray(image_ids, np.int64)}
     if gives_attention_spread(loaded.model):
-        if threads:
-            torch.set_num_threads(int(threads))
         device = resolve_device(device)
         model = loaded.model.to(device).eval()
         inputs = open_shard_inputs(Path(inputs_record).with_suffix(""), image_ids,
@@ -126,7 +124,7 @@ def write_attention_record(*, checkpoint: str, run: str | None, epoch: int | Non
     it. resamples, seed: the config's `bootstrap`; config_hash: the run's (`RunTime`)."""
     from evaluate.attention.summary import spread_summary
     from evaluate.ledger.records import make_record, write_record
-    from evaluate.networks import ARCHITECTURE_FIELDS
+    from evaluate.networks import ARCHITECTURE_FIELDS, REFERENCE_PRECISION
 
     started = time.time()
     identity, image_ids, entropy, spread = read_shards(shard_files)
@@ -138,8 +136,9 @@ def write_attention_record(*, checkpoint: str, run: str | None, epoch: int | Non
         fields = {}
     record = make_record(
         kind=KIND, checkpoint=checkpoint, run=run, epoch=epoch, checkpoint_sha256=identity["checkpoint_sha256"],
-        **{key: identity.get(key) for key in ARCHITECTURE_FIELDS}, precision=PRECISION, dataset=dataset, role="eval", setting=SETTING,
-        config_hash=config_hash, opening_row_sha256=None, measures=measures, started=started)
+        **{key: identity.get(key) for key in ARCHITECTURE_FIELDS}, precision=REFERENCE_PRECISION, dataset=dataset,
+        role="eval", setting=SETTING, config_hash=config_hash, opening_row_sha256=None, measures=measures,
+        started=started)
     record = {**record, "attention_tables": tables, **fields}
     write_record(out_record, record, replace=True)
     if measures:

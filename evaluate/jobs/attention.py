@@ -17,15 +17,13 @@ def attention_shard(smk: Any) -> None:
     which: str = smk.params.which
     features: dict = smk.params.features
     workers = int(smk.params.run_time.workers)  # run-time: changing features.workers re-runs nothing
-    threads = int(smk.threads)
     out = Path(smk.output.shard)
 
     from evaluate.attention.shards import read_attention_shard
 
     read_attention_shard(checkpoint_file=checkpoint_file, which=which, images=images, annotations=annotations,
                          manifest_file=manifest_file, shard=shard, inputs_record=inputs_record, out=out,
-                         batch_size=int(features["batch_size"]), device=str(features["device"]), threads=threads,
-                         workers=workers)
+                         batch_size=int(features["batch_size"]), device=str(features["device"]), workers=workers)
 
 
 def attention_record(smk: Any) -> None:

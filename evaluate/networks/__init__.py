@@ -3,7 +3,8 @@ hold and the converters to our backbone form (`forms`), the architecture registr
 checkpoint files into a backbone (`checkpoints`).
 
 This module holds what the whole package shares and what other packages may name without importing torch: the
-error of an unsupported architecture, the architecture fields every record carries, and how a message lists keys.
+error of an unsupported architecture, the architecture fields every record carries, the reference precision, and
+how a message lists keys.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from evaluate import EvaluationError
 # What a loaded checkpoint says about its network (docs/design.md §9): recorded in each feature shard's meta.json,
 # copied into every ledger record and scores.csv row.
 ARCHITECTURE_FIELDS = ("architecture", "architecture_variant", "head_layout")
+# The network's arithmetic without autocast: the reference every other `features.precision` is measured against, the
+# one the video and attention readings always use, and what a record older than the field ran in.
+REFERENCE_PRECISION = "float32"
 SHOW_KEYS = 5  # how many offending keys a message lists before counting the rest
 
 

@@ -28,6 +28,7 @@ from typing import Sequence
 
 from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records
+from evaluate.networks import REFERENCE_PRECISION
 from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 from evaluate.outputs.table_model import (
     DESCRIPTIVE,
@@ -126,8 +127,8 @@ def _precision_note(recs: Sequence[dict]) -> str:
     precision of the CPU before `features.precision` (`features.autocast` was an opt-in switch of CUDA)."""
     by_precision: dict[str, set[str]] = {}
     for r in recs:
-        by_precision.setdefault(r.get("precision") or "float32", set()).add(r["checkpoint"])
-    if set(by_precision) <= {"float32"}:
+        by_precision.setdefault(r.get("precision") or REFERENCE_PRECISION, set()).add(r["checkpoint"])
+    if set(by_precision) <= {REFERENCE_PRECISION}:
         return ""
     if len(by_precision) == 1:
         return f" Network precision: {next(iter(by_precision))}."

@@ -33,6 +33,7 @@ from numpy.lib.format import open_memmap, read_array_header_1_0, read_array_head
 from tqdm import tqdm
 
 from evaluate import EvaluationError
+from evaluate.networks import REFERENCE_PRECISION
 from evaluate.plumbing.atomic import atomic_path, write_json
 from evaluate.readings.images import TRANSFORMS
 from evaluate.readings.geometry import KINDS
@@ -41,7 +42,7 @@ from evaluate.plumbing.provenance import code_version, library_versions
 DTYPES = ("float16", "float32")
 # the network's arithmetic (`features.precision`; the schema holds the default): float32 as it is, the others under
 # torch.autocast with this dtype
-PRECISIONS = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PRECISIONS = {REFERENCE_PRECISION: None, "bfloat16": torch.bfloat16, "float16": torch.float16}
 META = "meta.json"
 IDS = "image_ids.json"
 # meta keys that must agree between the shards of one data set's features

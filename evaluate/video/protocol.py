@@ -63,6 +63,7 @@ def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.Pa
     """
     from evaluate.datasets.davis import DavisDataset
     from evaluate.ledger.scoring import Scoring, open_labels
+    from evaluate.networks import REFERENCE_PRECISION
     from evaluate.networks.checkpoints import load_backbone
     from evaluate.plumbing.atomic import write_json
     from evaluate.plumbing.provenance import sha256_json
@@ -89,7 +90,7 @@ def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.Pa
     summary = {
         "checkpoint": checkpoint["name"],
         **loaded.file_meta(),  # path, sha256, format, the architecture fields the record copies, which network
-        "precision": "float32",  # the network's arithmetic here: features.precision is not applied to frames480
+        "precision": REFERENCE_PRECISION,  # features.precision is not applied to frames480
         "dataset": dataset,
         "sequence": sequence,
         "settings": chosen.as_dict(),

@@ -23,10 +23,10 @@
 #
 # Both runs read the demo's config.yaml cut to the checkpoints SLURM_TEST_CHECKPOINTS (default: one ViT-S/16; every
 # checkpoint runs the same rules, so a second one adds SLURM jobs, not SLURM paths; every architecture and file
-# format is tested by `make test`), to one feature shard per data set, and without the video and attention readings (their rules are of the same kinds, a Snakemake checkpoint
-# and per-shard jobs, and `make test` runs each through the workflow), written
-# in place of the snapshot's config.yaml: each SLURM job pays Snakemake's start-up inside it, so two runs of the
-# whole demo take longer than CI allows, and exercise no other SLURM path. (Not `--configfile X
+# format is tested by `make test`), to one feature shard per data set, and without the video and attention readings
+# (their rules are of the same kinds, a Snakemake checkpoint and per-shard jobs, and `make test` runs each through
+# the workflow), written in place of the snapshot's config.yaml: each SLURM job pays Snakemake's start-up inside it,
+# so two runs of the whole demo take longer than CI allows, and exercise no other SLURM path. (Not `--configfile X
 # --replace-workflow-config`: Snakemake 9.27 passes the config file to the jobs SLURM runs but not the replacement,
 # so each job merges config.yaml back in and plans the demo's other checkpoints.)
 #
@@ -122,12 +122,12 @@ copy_repository() { # copy_repository DEST: the checkout without results/, .venv
 }
 
 write_test_config() { # write_test_config REPO_COPY: REPO_COPY/config.yaml cut to $CHECKPOINTS
-  "$VENV/bin/python" - "$1/config.yaml" "$1/config.yaml" "$CHECKPOINTS" <<'EOF'
+  "$VENV/bin/python" - "$1/config.yaml" "$CHECKPOINTS" <<'EOF'
 import sys
 
 import yaml
 
-source, target, names = sys.argv[1], sys.argv[2], sys.argv[3].split()
+source, names = sys.argv[1], sys.argv[2].split()
 with open(source) as handle:
     config = yaml.safe_load(handle)
 if names != ["all"]:
@@ -143,7 +143,7 @@ if names != ["all"]:
         config["features"]["shard_size"] = max(sizes)
     config["videos"] = {}
     config["attention"] = False
-with open(target, "w") as handle:
+with open(source, "w") as handle:
     yaml.safe_dump(config, handle, sort_keys=False)
 EOF
 }
