@@ -158,13 +158,22 @@ def main(argv: list[str] | None = None) -> int:
     if not (COCO_MINI / "annotations.json").is_file():
         print(f"bench/precision.py needs {COCO_MINI} (coco2017-mini); it is absent here", file=sys.stderr)
         return 2
+    root = Path(tempfile.mkdtemp(prefix="bench-precision-"))
+    try:
+        measure(args, root)
+    finally:  # a crash or Ctrl-C leaves no checkpoints behind in the temporary folder
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def measure(args: argparse.Namespace, root: Path) -> None:
+    """Every measurement of the bench, printed as it goes; `root` holds its scratch files."""
     from evaluate.scores.measures import decoder_measures
 
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     decoder = get_decoder(DECODER["name"])
     setting = decoder.Settings(centre=bool(DECODER["centre"]), masks=int(DECODER["masks"]), **CONTRACT_SETTING)
-    root = Path(tempfile.mkdtemp(prefix="bench-precision-"))
     splits = {}
     for split, name in (("val", "annotations.json"), ("train", "annotations_train.json")):
         full = json.loads((COCO_MINI / name).read_text())
@@ -262,8 +271,6 @@ def main(argv: list[str] | None = None) -> int:
     wall, cpu = time.perf_counter() - started_wall, time.process_time() - started_cpu
     print(f"wall {wall:.0f} s, CPU {cpu:.0f} s ({cpu / wall:.2f} of {args.threads} threads busy); load average "
           f"after {os.getloadavg()[0]:.1f}")
-    shutil.rmtree(root, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":
