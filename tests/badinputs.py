@@ -25,7 +25,7 @@ import torch
 import yaml
 from PIL import Image
 
-REPO = Path(__file__).resolve().parents[1]
+from sources import REPO
 SNAKEMAKE = REPO / ".venv" / "bin" / "snakemake"
 if not SNAKEMAKE.exists():  # an installation outside the checkout's .venv: the snakemake beside this Python
     SNAKEMAKE = Path(sys.executable).with_name("snakemake")

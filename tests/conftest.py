@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-COCO_MINI = SHARED / "data" / "coco2017-mini"
+from sources import COCO_MINI
+from workspace import finished_workspace
 
 
 @pytest.fixture(scope="session")
@@ -17,25 +16,6 @@ def coco_mini() -> Path:
     if not (COCO_MINI / "annotations.json").is_file():
         pytest.skip(f"real data absent: {COCO_MINI} not found (it lies in ../shared beside the checkout)")
     return COCO_MINI
-
-
-def relative_error(a, b) -> float:
-    """||a - b|| / ||b|| in float64 on the CPU (a, b: tensors on any device, or arrays): the precision tests' gauge."""
-    import torch
-
-    a, b = torch.as_tensor(a).double().cpu(), torch.as_tensor(b).double().cpu()
-    return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
-
-
-def demo_coco(tmp_path_factory, n_images: int, seed: int):
-    """A procedural demo data set of `n_images` (`evaluate.demo.scenes.make_demo_dataset`) in a fresh folder of the
-    session, opened as a CocoDataset: the module fixtures' small data set with exact masks."""
-    from evaluate.datasets.coco import CocoDataset
-    from evaluate.demo.scenes import make_demo_dataset
-
-    out = tmp_path_factory.mktemp("demo")
-    make_demo_dataset(out, n_images, seed=seed)
-    return CocoDataset(out / "images", out / "annotations.json")
 
 
 @pytest.fixture(scope="session")
@@ -76,10 +56,8 @@ def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="session")
 def finished_template(tmp_path_factory) -> Path:
-    """The root of a test_workflow.Workspace after a full run of its tiny experiment with one checkpoint, `a`: run
+    """The root of a workspace.Workspace after a full run of its tiny experiment with one checkpoint, `a`: run
     once per session; the workflow tests each work on a copy (`Workspace(root, template=...)`)."""
-    from test_workflow import finished_workspace  # a test module's helper; imported here only when needed
-
     root = tmp_path_factory.mktemp("finished-template")
     finished_workspace(root)
     return root

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-from test_workflow import Workspace, checkpoint_entry, planned_jobs, tiny_config
+from workspace import Workspace, checkpoint_entry, planned_jobs, tiny_config
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ import torch
 
 from evaluate.networks.vit import vit_small
 from evaluate.readings.features import network_precision
-from tests.conftest import relative_error
+from gauges import relative_error
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here; the CPU path is the reference")
 

@@ -1,6 +1,6 @@
 """The decoder registry keeps its promise: a new decoder is one file plus one line in decoders/__init__.py.
 
-A copy of the repository's code (`test_workflow.Workspace`) gets a trivial decoder written here (`decoders/norm.py`:
+A copy of the repository's code (`workspace.Workspace`) gets a trivial decoder written here (`decoders/norm.py`:
 one mask per image, the patches whose key norm is above a quantile) and the one line that imports it; nothing else in
 the copy changes.
 Snakemake then runs a tiny experiment (demo data sets of two images, one demo checkpoint) through the sweep, the
@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from test_workflow import Workspace
+from workspace import Workspace
 
 from evaluate.plumbing import paths
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 
 from evaluate.experiment import ConfigError, Experiment, check_name, config_defaults, discover_checkpoints, load_config
 
-REPO = Path(__file__).resolve().parents[1]
+from sources import REPO
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 

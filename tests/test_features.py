@@ -15,7 +15,7 @@ import torch
 from evaluate.plumbing.atomic import write_json
 from evaluate.networks.vit import vit_small
 from evaluate.datasets.coco import CocoDataset
-from tests.conftest import demo_coco
+from sources import demo_coco
 from evaluate.readings.features import FeatureError, FeatureReader, extract_shard
 from evaluate.readings.images import ImageError, keys480_input, open_rgb, tokens224_input
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_workflow import REPO, Workspace, checkpoint_entry, planned_jobs
+from sources import REPO
+from workspace import Workspace, checkpoint_entry, planned_jobs
 
 pytestmark = pytest.mark.slow
 

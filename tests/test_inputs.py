@@ -21,7 +21,7 @@ import evaluate.datasets.coco
 import evaluate.readings.inputs
 from evaluate.networks.checkpoints import load_backbone
 from evaluate.datasets.coco import CocoDataset
-from tests.conftest import demo_coco
+from sources import demo_coco
 from evaluate.demo.checkpoints import make_demo_checkpoint
 from evaluate.readings.features import extract_inputs, extract_shard
 from evaluate.readings.images import ImageError, keys480_input, normalise_pixels, tokens224_input

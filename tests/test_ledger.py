@@ -23,7 +23,7 @@ from evaluate.ledger.scores_table import rebuild_scores
 from evaluate.ledger.verify import verify_ledger
 from evaluate.scores.measures import MeasureError, make_measure, stats_array
 
-REPO = Path(__file__).resolve().parents[1]
+from sources import REPO
 DESIGN_COLUMNS = [  # docs/design.md §7, with the architecture (§9) and the precision (§3) every record carries
     "checkpoint", "run", "epoch", "checkpoint_sha256", "architecture", "architecture_variant", "head_layout",
     "precision", "dataset", "role", "measure", "setting", "value", "ci_low", "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started", "finished",

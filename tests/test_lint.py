@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from sources import REPO
 SPEC = importlib.util.spec_from_file_location("ci_lint", REPO / ".ci" / "lint.py")
 lint = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(lint)

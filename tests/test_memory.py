@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.conftest import COCO_MINI
+from sources import COCO_MINI
 
 pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc (Linux)"),
               pytest.mark.coco, pytest.mark.slow]

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from evaluate.datasets.coco import CocoDataset
-from tests.conftest import demo_coco, relative_error
+from gauges import relative_error
+from sources import demo_coco
 from evaluate.demo.checkpoints import demo_network
 from evaluate.networks.vit import VisionTransformer
 from evaluate.readings import features

@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from sources import REPO
 PROFILES = REPO / "workflow" / "profiles"
 SLURM = PROFILES / "slurm"
 SCRIPTS = ["slurm-up.sh", "slurm-down.sh", "slurm-test.sh"]

@@ -16,7 +16,7 @@ from evaluate.ledger.records import record_path, write_record
 from evaluate.outputs.report import ReportError, build_report
 from evaluate.outputs.tables import build_tables
 
-REPO = Path(__file__).resolve().parents[1]
+from sources import REPO
 needs_browser = pytest.mark.skipif(chromium() is None, reason="headless Chromium absent (/usr/bin/chromium from "
                                    "Debian's chromium package; .ci/run installs it)")
 SWEEP = (

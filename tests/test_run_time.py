@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import yaml
 import pytest
@@ -16,7 +15,7 @@ from snakemake.persistence.file import FilePersistence
 from evaluate.experiment import Experiment, load_config
 from evaluate.plumbing.config import RunTime
 
-REPO = Path(__file__).resolve().parents[1]
+from sources import REPO
 
 
 def shipped_config() -> dict:

@@ -27,7 +27,7 @@ from evaluate.ledger import BudgetExceeded
 from evaluate.ledger.openings import opening, verify_openings
 from evaluate.video.propagate import PropagationSettings
 
-REPO = Path(__file__).resolve().parents[1]
+from sources import REPO
 DINO_DEFAULTS = {"height": 480, "n_last_frames": 7, "topk": 5, "neighbourhood": 12, "temperature": 0.1}
 
 

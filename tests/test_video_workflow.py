@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from test_workflow import Workspace, checkpoint_entry, planned_jobs
+from workspace import Workspace, checkpoint_entry, planned_jobs
 from videos import davis_mini
 
 from evaluate.datasets.davis import DavisDataset, first_mask, read_mask

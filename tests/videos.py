@@ -15,7 +15,7 @@ import pytest
 from evaluate.datasets.davis import write_mask
 from evaluate.demo.videos import write_sequence
 
-DAVIS_MINI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "davis2016-mini"
+from sources import DAVIS_MINI
 
 
 def davis_mini() -> Path:

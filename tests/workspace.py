@@ -1,0 +1,109 @@
+"""The end-to-end tests' workspace: a copy of the code and a working folder where Snakemake runs a tiny experiment
+for real (the demo's data sets and checkpoints, a two-setting sweep), and the reading of a dry run's plan."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from sources import REPO
+
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+
+
+def tiny_config(checkpoints: dict) -> dict:
+    def demo_set(name, n, seed, first, roles, **extra):
+        return {
+            "images": f"results/demo/datasets/{name}/images",
+            "annotations": f"results/demo/datasets/{name}/annotations.json",
+            "roles": roles,
+            "demo": {"n_images": n, "seed": seed, "first_image_id": first},
+            **extra,
+        }
+
+    return {
+        "checkpoints": checkpoints,
+        "datasets": {
+            "sel": demo_set("sel", 2, 1, 1, ["select"]),
+            "train": demo_set("train", 2, 2, 101, ["probe-train"]),
+            "val": demo_set("val", 2, 3, 201, ["eval"], sealed=True, budget=10),
+        },
+        "reference_checkpoint": "a",
+        "compare_to": "a",
+        "features": {"shard_size": 1, "batch_size": 2, "threads": 1},
+        "decoder": {"sweep": {"tau": [0.2], "eps": [1e-5], "foreground": ["seed"], "split": ["mean"],
+                              "component": ["seed", "all"]}},
+        "probe": {"max_iter": 20},
+        "bootstrap": {"resamples": 200, "seed": 0},
+        "figures": {"overlay_images": 2},
+    }
+
+
+def checkpoint_entry(name: str, fmt: str, seed: int, epoch: int) -> dict:
+    return {"path": f"results/demo/checkpoints/{name}.pth", "run": "tiny", "epoch": epoch,
+            "demo": {"format": fmt, "seed": seed}}
+
+
+class Workspace:
+    """A copy of the code (so edits to it are safe) and a working directory with a config."""
+
+    def __init__(self, root: Path, template: Path | None = None):
+        """A fresh copy of the code and an empty work directory; with `template`, a copy of that finished
+        Workspace's root instead (modification times kept; Snakemake's metadata holds relative paths only)."""
+        self.code = root / "code"
+        self.work = root / "work"
+        if template is not None:
+            shutil.copytree(template, root, symlinks=True, dirs_exist_ok=True)
+            return
+        for part in ("evaluate", "decoders", "workflow", "Snakefile", "config.yaml", "pyproject.toml"):
+            src = REPO / part
+            if src.is_dir():
+                shutil.copytree(src, self.code / part, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                self.code.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, self.code / part)
+        self.work.mkdir()
+
+    def write_config(self, config: dict) -> None:
+        (self.work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def snakemake(self, *args: str, check: bool = True, configfile: str = "config.yaml") -> str:
+        env = dict(os.environ, PYTHONPATH=str(self.code))
+        proc = subprocess.run(
+            [str(SNAKEMAKE), "--snakefile", str(self.code / "Snakefile"), "--directory", str(self.work),
+             "--configfile", str(self.work / configfile), "--replace-workflow-config", "--cores", "2", *args],
+            capture_output=True, text=True, env=env, timeout=1800,
+        )
+        out = proc.stdout + proc.stderr
+        if check and proc.returncode != 0:
+            raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{out[-6000:]}")
+        return out
+
+
+def planned_jobs(dry_run_output: str) -> dict[str, int]:
+    """rule -> count from the 'Job stats' table of a dry run ({} when there is nothing to be done)."""
+    jobs: dict[str, int] = {}
+    if "Nothing to be done" in dry_run_output:
+        return jobs
+    table = dry_run_output.split("Job stats:", 1)[1]
+    for line in table.splitlines()[3:]:
+        m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if not m:
+            break
+        if m.group(1) != "total":
+            jobs[m.group(1)] = int(m.group(2))
+    return jobs
+
+
+def finished_workspace(root: Path) -> Workspace:
+    """A Workspace in `root` after a full run of the tiny experiment with one checkpoint, `a`."""
+    ws = Workspace(root)
+    ws.write_config(tiny_config({"a": checkpoint_entry("a", "dino-backbone", 0, 100)}))
+    ws.snakemake()
+    return ws
