@@ -40,9 +40,8 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 
-from bench.scale import FEATURES, add_job_options
+from bench.scale import COCO_MINI, FEATURES, add_job_options
 from evaluate.attention.entropy import row_entropy
 from evaluate.attention.network import image_row_means, tokens_and_spread
 from evaluate.demo.checkpoints import demo_network

@@ -43,7 +43,7 @@ from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.scale import FEATURES, add_job_options  # noqa: E402
+from bench.scale import add_job_options  # noqa: E402
 from evaluate.networks.registry import ARCHITECTURES, REGISTRY  # noqa: E402
 from evaluate.networks.vit import resample_pos_embed  # noqa: E402
 from evaluate.networks.xcit import FOURIER_DIM, FOURIER_TEMPERATURE, STEM_WIDTHS  # noqa: E402

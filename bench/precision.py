@@ -46,10 +46,9 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 
 from bench.memory import pooled_subset  # noqa: E402
-from bench.scale import FEATURES, add_job_options  # noqa: E402
+from bench.scale import COCO_MINI, FEATURES, add_job_options  # noqa: E402
 from decoders import get_decoder  # noqa: E402
 from decoders.shards import decode_keys  # noqa: E402
 from evaluate.datasets.coco import CocoDataset  # noqa: E402

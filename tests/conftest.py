@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import sources
 from sources import COCO_MINI
 from workspace import finished_workspace
 
@@ -16,6 +17,12 @@ def coco_mini() -> Path:
     if not (COCO_MINI / "annotations.json").is_file():
         pytest.skip(f"real data absent: {COCO_MINI} not found (it lies in ../shared beside the checkout)")
     return COCO_MINI
+
+
+@pytest.fixture()
+def shipped_config() -> dict:
+    """The repository's config.yaml as shipped (`sources.shipped_config`), fresh for each test."""
+    return sources.shipped_config()
 
 
 @pytest.fixture(scope="session")

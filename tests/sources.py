@@ -1,4 +1,5 @@
-"""Where the tests' inputs lie: the checkout, the real data sets in ../shared beside it, and procedural demo sets.
+"""Where the tests' inputs lie: the checkout and its shipped config, the real data sets in ../shared beside it,
+and procedural demo sets.
 
 Test modules import these by name (`from sources import COCO_MINI`); the fixtures that skip where the real data is
 absent live in conftest.py.
@@ -12,6 +13,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 COCO_MINI = SHARED / "data" / "coco2017-mini"
 DAVIS_MINI = SHARED / "data" / "davis2016-mini"
+
+
+def shipped_config() -> dict:
+    """The repository's config.yaml as shipped: a fresh dict each call (tests edit it)."""
+    import yaml
+
+    return yaml.safe_load((REPO / "config.yaml").read_text())
 
 
 def demo_coco(tmp_path_factory, n_images: int, seed: int):

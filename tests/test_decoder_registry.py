@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from workspace import Workspace
+from workspace import Workspace, checkpoint_entry, tiny_config
 
 from evaluate.plumbing import paths
 
@@ -89,20 +89,12 @@ register(sys.modules[__name__])
 REGISTRY_LINE = "from decoders import norm  # noqa: F401\n"
 
 
-def tiny_config() -> dict:
-    def demo_set(name, seed, first, roles, **extra):
-        return {"images": f"results/demo/datasets/{name}/images",
-                "annotations": f"results/demo/datasets/{name}/annotations.json", "roles": roles,
-                "demo": {"n_images": 2, "seed": seed, "first_image_id": first}, **extra}
-
-    return {
-        "checkpoints": {"a": {"path": "results/demo/checkpoints/a.pth", "run": "tiny", "epoch": 1,
-                              "demo": {"format": "dino-backbone", "seed": 0}}},
-        "datasets": {"sel": demo_set("sel", 1, 1, ["select"]), "val": demo_set("val", 3, 201, ["eval"])},
-        "features": {"shard_size": 2, "batch_size": 2, "threads": 1},
-        "decoder": {"name": "norm", "masks": 1, "centre": True, "sweep": {"quantile": [0.5, 0.8]}},
-        "bootstrap": {"resamples": 200, "seed": 0},
-    }
+def norm_config() -> dict:
+    """The tiny experiment (`workspace.tiny_config`) decoded by `norm`, one shard per data set."""
+    config = tiny_config({"a": checkpoint_entry("a", "dino-backbone", 0, 1)})
+    config["features"]["shard_size"] = 2
+    config["decoder"] = {"name": "norm", "masks": 1, "centre": True, "sweep": {"quantile": [0.5, 0.8]}}
+    return config
 
 
 def test_a_decoder_added_by_one_file_and_one_line_runs_through_sweep_decode_and_scoring(tmp_path):
@@ -112,7 +104,7 @@ def test_a_decoder_added_by_one_file_and_one_line_runs_through_sweep_decode_and_
     registry.write_text(registry.read_text() + REGISTRY_LINE)
 
     work = ws.work
-    ws.write_config(tiny_config())
+    ws.write_config(norm_config())
     record = paths.DECODER_RECORD.format(checkpoint="a", dataset="val")
     ws.snakemake(record)
 

@@ -5,17 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from evaluate.experiment import ConfigError, Experiment, check_name, config_defaults, discover_checkpoints, load_config
 
 from sources import REPO
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
-
-
-@pytest.fixture()
-def shipped_config() -> dict:
-    return yaml.safe_load((REPO / "config.yaml").read_text())
 
 
 def validate(config: dict) -> dict:

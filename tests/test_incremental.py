@@ -21,15 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 from sources import REPO
-from workspace import Workspace, checkpoint_entry, planned_jobs
+from workspace import Workspace, checkpoint_entry, demo_set, planned_jobs
 
 pytestmark = pytest.mark.slow
-
-
-def demo_set(name: str, n: int, seed: int, first: int) -> dict:
-    return {"images": f"results/demo/datasets/{name}/images",
-            "annotations": f"results/demo/datasets/{name}/annotations.json", "roles": ["eval"],
-            "demo": {"n_images": n, "seed": seed, "first_image_id": first}}
 
 
 def openings_per_dataset(ws: Workspace) -> Counter:
@@ -55,7 +49,7 @@ def test_adding_an_eval_data_set_opens_only_its_labels_and_touches_nothing_compu
     weights_bytes, weights_stamp = weights.read_bytes(), weights.stat().st_mtime_ns
     features = stamps(results / "features")
     config = yaml.safe_load((grown.work / "config.yaml").read_text())
-    config["datasets"]["val2"] = demo_set("val2", 2, 4, 301)
+    config["datasets"]["val2"] = demo_set("val2", 2, 4, 301, ["eval"])
     grown.write_config(config)
 
     jobs = planned_jobs(grown.snakemake("--dry-run"))  # its shards are known once its manifest exists

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 
-import yaml
 import pytest
 from snakemake.persistence import UNREPRESENTABLE
 from snakemake.persistence.file import FilePersistence
@@ -15,11 +14,7 @@ from snakemake.persistence.file import FilePersistence
 from evaluate.experiment import Experiment, load_config
 from evaluate.plumbing.config import RunTime
 
-from sources import REPO
-
-
-def shipped_config() -> dict:
-    return yaml.safe_load((REPO / "config.yaml").read_text())
+from sources import shipped_config
 
 
 def shipped() -> Experiment:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from PIL import Image
 from snakemake_interface_common.exceptions import WorkflowError
 
@@ -27,13 +26,7 @@ from evaluate.ledger import BudgetExceeded
 from evaluate.ledger.openings import opening, verify_openings
 from evaluate.video.propagate import PropagationSettings
 
-from sources import REPO
 DINO_DEFAULTS = {"height": 480, "n_last_frames": 7, "topk": 5, "neighbourhood": 12, "temperature": 0.1}
-
-
-@pytest.fixture()
-def shipped_config() -> dict:
-    return yaml.safe_load((REPO / "config.yaml").read_text())
 
 
 def video_only(root: str, **entry) -> dict:

@@ -17,16 +17,19 @@ from sources import REPO
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 
 
-def tiny_config(checkpoints: dict) -> dict:
-    def demo_set(name, n, seed, first, roles, **extra):
-        return {
-            "images": f"results/demo/datasets/{name}/images",
-            "annotations": f"results/demo/datasets/{name}/annotations.json",
-            "roles": roles,
-            "demo": {"n_images": n, "seed": seed, "first_image_id": first},
-            **extra,
-        }
+def demo_set(name: str, n: int, seed: int, first: int, roles: list[str], **extra) -> dict:
+    """A config entry of a demo data set of `n` images drawn with `seed`, ids from `first`, in `roles`."""
+    return {
+        "images": f"results/demo/datasets/{name}/images",
+        "annotations": f"results/demo/datasets/{name}/annotations.json",
+        "roles": roles,
+        "demo": {"n_images": n, "seed": seed, "first_image_id": first},
+        **extra,
+    }
 
+
+def tiny_config(checkpoints: dict) -> dict:
+    """The tiny experiment: select, probe-train and a sealed eval set of two images each, a two-setting sweep."""
     return {
         "checkpoints": checkpoints,
         "datasets": {
