@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from evaluate.networks.vit import LN_EPS, Mlp, float32_island, init_linears_and_norms, key_projection, patch_grid
-from evaluate.readings.geometry import PATCH, WIDTH
+from evaluate.readings.geometry import PATCH, SEED, WIDTH
 
 EMBED_DIM = WIDTH
 DEPTH = 12
@@ -227,6 +227,10 @@ class XCiT(nn.Module):
     """
 
     patch_attention = False  # XCA attends across channels, not patches: no attention-spread reading (§13)
+    geometry = SEED  # 16 x 16 patches, 384 wide, 12 XCA blocks, no registers
+    # the network's form (docs/design.md §11): its 12 XCA blocks never see the class token, so both forms give the
+    # same readings; the extraction records the one asked for
+    form = "backbone"
 
     def __init__(self, embed_dim: int = EMBED_DIM, depth: int = DEPTH, num_heads: int = HEADS,
                  mlp_hidden: int = MLP_HIDDEN, eta: float = ETA):

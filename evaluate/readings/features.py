@@ -1,12 +1,14 @@
 """Feature shards (docs/design.md §3): both readings of a data set's images, stored per shard, read back as one array.
 
-A shard folder holds
+A shard folder holds (N480, N224 patches and width D from the network's geometry,
+`evaluate.readings.geometry.Geometry`: (900, 196, 384) for the seed's ViT-S/16)
 
-    keys480.npy     (n, 900, 384)  block 12's keys on the 480 x 480 input (30 x 30 patches, row by row)
-    tokens224.npy   (n, 196, 384)  block 12's output on the 224 x 224 centre crop (14 x 14 patches)
+    keys480.npy     (n, N480, D)   the last block's keys on the s x s input (s = 480, or 476 for patch 14)
+    tokens224.npy   (n, N224, D)   the last block's output on the 224 x 224 centre crop
     image_ids.json  [n ids]        row order of both arrays
     meta.json                      checkpoint sha256 and format, manifest sha256, transforms, code and library
-                                   versions, dtype, precision; written LAST, so its presence marks a complete shard
+                                   versions, dtype, precision, the network's form and geometry (patch, width,
+                                   depth, registers, both grids); written LAST, so its presence marks a complete shard
 
 in the config's `features.dtype` (float16, or float32 for precision checks). The network itself runs in `precision`
 (`features.precision`: float32, the reference; bfloat16 or float16 under `torch.autocast`; `network_precision`).
@@ -36,7 +38,7 @@ from evaluate import EvaluationError
 from evaluate.networks import REFERENCE_PRECISION
 from evaluate.plumbing.atomic import atomic_path, write_json
 from evaluate.readings.images import TRANSFORMS
-from evaluate.readings.geometry import KINDS
+from evaluate.readings.geometry import KINDS, Geometry
 from evaluate.plumbing.provenance import code_version, library_versions
 
 DTYPES = ("float16", "float32")
@@ -47,7 +49,7 @@ META = "meta.json"
 IDS = "image_ids.json"
 # meta keys that must agree between the shards of one data set's features
 SHARED_META_KEYS = ("checkpoint_sha256", "checkpoint_format", "architecture", "manifest_sha256", "dtype", "precision",
-                    "transforms")
+                    "transforms", "form", "patch", "width", "depth", "registers")
 
 log = logging.getLogger("evaluate.readings.features")
 
@@ -92,7 +94,8 @@ def extract_inputs(
 ) -> Path:
     """Run `model` on a shard's inputs and write one complete shard to `out_dir`; returns `out_dir`.
 
-    model: a ViT with `last_keys(x)` and `tokens(x)` ((B, 3, H, W) float32 -> (B, N, 384) float32).
+    model: a network with `geometry` (`Geometry`), `form`, `last_keys(x)` and `tokens(x)` ((B, 3, H, W) float32 ->
+      (B, N, D) float32, patch rows only).
     inputs: an `evaluate.readings.inputs.StoredInputs` (decoded once per data set) or `DecodedInputs` (decoded here):
       `.image_ids`, `.annotations_sha256` and `.batches(batch_size)` of uint8 pixels.
     meta: what the caller knows (e.g. checkpoint_sha256, checkpoint_format, checkpoint path, manifest_sha256,
@@ -123,12 +126,13 @@ def extract_inputs(
     if threads:
         torch.set_num_threads(int(threads))
     model = model.to(device).eval()
+    kinds = model.geometry.kinds
     n = len(ids)
     np_dtype = np.dtype(dtype)
     on_cuda = str(device).startswith("cuda")
     with contextlib.ExitStack() as stack:
         arrays: dict[str, np.memmap] = {}
-        for kind, shape in KINDS.items():
+        for kind, shape in kinds.items():
             tmp = stack.enter_context(atomic_path(out / f"{kind}.npy"))
             arrays[kind] = open_memmap(tmp, mode="w+", dtype=np_dtype, shape=(n, *shape))
         progress = stack.enter_context(
@@ -145,10 +149,10 @@ def extract_inputs(
                 end = start + len(batch_ids)
                 for kind, values in (("keys480", keys), ("tokens224", tokens)):
                     values = values.detach().to("cpu", torch.float32).numpy()
-                    if values.shape != (len(batch_ids), *KINDS[kind]):
+                    if values.shape != (len(batch_ids), *kinds[kind]):
                         raise FeatureError(
                             f"{out}: the model gave {kind} of shape {values.shape}, expected "
-                            f"{(len(batch_ids), *KINDS[kind])}"
+                            f"{(len(batch_ids), *kinds[kind])}"
                         )
                     with np.errstate(over="ignore"):  # an overflow to inf is caught just below, with advice
                         cast = values.astype(np_dtype)
@@ -164,7 +168,7 @@ def extract_inputs(
                 progress.update(len(batch_ids))
         if start != n:
             raise FeatureError(f"{out}: the inputs gave {start} images, expected {n}")
-        for kind in KINDS:
+        for kind in kinds:
             arrays[kind].flush()
         arrays.clear()  # unmap before the renames
 
@@ -174,7 +178,9 @@ def extract_inputs(
         {
             "n_images": n,
             "dtype": dtype,
-            "shapes": {kind: [n, *shape] for kind, shape in KINDS.items()},
+            "shapes": {kind: [n, *shape] for kind, shape in kinds.items()},
+            "form": model.form,
+            **model.geometry.as_meta(),
             "transforms": TRANSFORMS,
             "annotations_sha256": getattr(inputs, "annotations_sha256", None),
             "code_version": code_version(),
@@ -248,8 +254,9 @@ def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
 class FeatureReader:
     """A data set's feature shards as one lazy array, in the order the shard folders are given.
 
-    `.image_ids` list[int] (row order); `len()`; `.files()`; `.keys480(i)` -> (900, 384) float32; `.tokens224(i)` ->
-    (196, 384) float32; `.row(image_id)` -> i; `.iter_shards(kind)` yields (ids, memmap (n, N, 384)) per shard.
+    `.image_ids` list[int] (row order); `len()`; `.files()`; `.geometry` (`Geometry`, the same for every shard);
+    `.form`; `.keys480(i)` -> (N480, D) float32; `.tokens224(i)` -> (N224, D) float32; `.row(image_id)` -> i;
+    `.iter_shards(kind)` yields (ids, memmap (n, N, D)) per shard.
     Construction reads only image_ids.json, meta.json and the .npy headers; arrays are memory-mapped on use.
     kinds: the arrays that must be there (default both; the probe reads only tokens224, and with `features.keep`
     false keys480 may already be deleted once decoded).
@@ -275,7 +282,7 @@ class FeatureReader:
             if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
                 raise FeatureError(f"{shard / IDS}: must be a JSON list of integer image ids")
             for kind in self.kinds:
-                tail = KINDS[kind]
+                tail = Geometry.from_meta(meta).kinds[kind]
                 path = shard / f"{kind}.npy"
                 shape, dtype = _npy_header(path)
                 if shape != (len(ids), *tail):
@@ -296,6 +303,8 @@ class FeatureReader:
                         )
             self._ids.append(ids)
             self.metas.append(meta)
+        self.geometry = Geometry.from_meta(self.metas[0])
+        self.form = self.metas[0].get("form", "backbone")  # a shard written before the form was recorded
         self.image_ids: list[int] = [i for ids in self._ids for i in ids]
         self._starts = np.cumsum([0] + [len(ids) for ids in self._ids]).tolist()
         self._row_of: dict[int, int] = {}
@@ -354,15 +363,15 @@ class FeatureReader:
             raise FeatureError(f"image id {image_id} is not in the feature shards") from None
 
     def keys480(self, i: int) -> np.ndarray:
-        """Row i's block-12 keys at 480 x 480: (900, 384) float32."""
+        """Row i's last-block keys at s x s (`Geometry.keys480_side`): (N480, D) float32."""
         return self._get("keys480", i)
 
     def tokens224(self, i: int) -> np.ndarray:
-        """Row i's block-12 output at 224 x 224: (196, 384) float32."""
+        """Row i's last-block output at 224 x 224: (N224, D) float32."""
         return self._get("tokens224", i)
 
     def iter_shards(self, kind: str) -> Iterator[tuple[list[int], np.ndarray]]:
-        """Yield (image_ids, memmap (n, N, 384) in the stored dtype) per shard, in order.
+        """Yield (image_ids, memmap (n, N, D) in the stored dtype) per shard, in order.
 
         Each shard is mapped anew and not kept by the reader: once the caller lets go of it, its pages leave the
         process, so a pass over a data set holds one shard's pages, however many shards it has."""
@@ -391,7 +400,7 @@ def shard_image_ids(manifest: dict, shard: str, manifest_path: str | os.PathLike
 
 
 def read_shard_keys(keys_path: str | os.PathLike, ids_path: str | os.PathLike) -> tuple[list[int], np.ndarray]:
-    """A shard's image ids and its keys480 as a read-only memory map (n, 900, 384) float16 or float32."""
+    """A shard's image ids and its keys480 as a read-only memory map (n, N480, D) float16 or float32."""
     with open(ids_path, encoding="utf-8") as handle:
         ids = [int(i) for i in json.load(handle)]
     keys = np.load(keys_path, mmap_mode="r")
