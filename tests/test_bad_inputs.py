@@ -86,12 +86,12 @@ def _jpeg_named_pth(tmp_path: Path, state: dict) -> Path:
     return path
 
 
-def _vit_b(tmp_path: Path, state: dict) -> Path:
-    return bi.save_state(tmp_path / "vitb16.pth", bi.vit_state(width=768))
+def _vit_ti(tmp_path: Path, state: dict) -> Path:
+    return bi.save_state(tmp_path / "vitti16.pth", bi.vit_state(width=192))
 
 
-def _vit_s8(tmp_path: Path, state: dict) -> Path:
-    return bi.save_state(tmp_path / "vits8.pth", bi.vit_state(patch=8))
+def _vit_s32(tmp_path: Path, state: dict) -> Path:
+    return bi.save_state(tmp_path / "vits32.pth", bi.vit_state(patch=32))
 
 
 def _missing_keys(tmp_path: Path, state: dict) -> Path:
@@ -142,9 +142,8 @@ CHECKPOINT_CASES = [
     ("directory", _directory, ["is a folder, not a checkpoint file"]),
     ("missing-file", _missing, ["not found"]),
     ("jpeg-named-pth", _jpeg_named_pth, ["not a readable checkpoint"]),
-    ("vit-b16", _vit_b, ["wrong shapes", "not a ViT-S/16", "blocks.0.attn.qkv.weight (2304, 768)"]),
-    ("vit-s8", _vit_s8, ["2 wrong shapes", "patch_embed.proj.weight (384, 3, 8, 8) (expected (384, 3, 16, 16))",
-                         "pos_embed (1, 784, 384) (expected (1, 196, 384))"]),
+    ("vit-ti16", _vit_ti, ["found ViT-Ti/16 (192 wide, 16 x 16 patches, 12 blocks), which is not supported"]),
+    ("vit-s32", _vit_s32, ["found ViT-S/32 (384 wide, 32 x 32 patches, 12 blocks), which is not supported"]),
     ("missing-keys", _missing_keys, ["2 missing backbone keys", "blocks.11.mlp.fc2.bias",
                                      "blocks.11.mlp.fc2.weight"]),
     ("unexpected-keys", _unexpected_keys, ["2 unexpected keys", "blocks.12.norm1.weight", "fc_norm.weight"]),

@@ -245,45 +245,46 @@ def test_other_harmless_looking_globals_are_still_refused(tmp_path):
 # ----------------------------------------------------------------------------------------------------- bad files
 
 
-def vit_b_state(with_cls: bool) -> dict[str, torch.Tensor]:
-    """ViT-B/16 shapes (768 wide, MLP 3072), zeros in float16 to keep the file small."""
+def vit_ti_state() -> dict[str, torch.Tensor]:
+    """ViT-Ti/16 shapes (192 wide, MLP 768) in DINO's released form, zeros in float16 to keep the file small: no
+    entry of the registry has this width."""
     z = lambda *shape: torch.zeros(shape, dtype=torch.float16)  # noqa: E731
-    state = {"patch_embed.proj.weight": z(768, 3, 16, 16), "patch_embed.proj.bias": z(768)}
-    state["pos_embed"] = z(1, 197 if with_cls else 196, 768)
+    state = {"patch_embed.proj.weight": z(192, 3, 16, 16), "patch_embed.proj.bias": z(192)}
+    state["pos_embed"] = z(1, 197, 192)
     for i in range(12):
         p = f"blocks.{i}."
-        state |= {p + "norm1.weight": z(768), p + "norm1.bias": z(768), p + "norm2.weight": z(768), p + "norm2.bias": z(768)}
-        state |= {p + "attn.qkv.weight": z(2304, 768), p + "attn.qkv.bias": z(2304)}
-        state |= {p + "attn.proj.weight": z(768, 768), p + "attn.proj.bias": z(768)}
-        state |= {p + "mlp.fc1.weight": z(3072, 768), p + "mlp.fc1.bias": z(3072)}
-        state |= {p + "mlp.fc2.weight": z(768, 3072), p + "mlp.fc2.bias": z(768)}
-    if with_cls:
-        state |= {"cls_token": z(1, 1, 768), "norm.weight": z(768), "norm.bias": z(768)}
+        state |= {p + "norm1.weight": z(192), p + "norm1.bias": z(192), p + "norm2.weight": z(192), p + "norm2.bias": z(192)}
+        state |= {p + "attn.qkv.weight": z(576, 192), p + "attn.qkv.bias": z(576)}
+        state |= {p + "attn.proj.weight": z(192, 192), p + "attn.proj.bias": z(192)}
+        state |= {p + "mlp.fc1.weight": z(768, 192), p + "mlp.fc1.bias": z(768)}
+        state |= {p + "mlp.fc2.weight": z(192, 768), p + "mlp.fc2.bias": z(192)}
+    state |= {"cls_token": z(1, 1, 192), "norm.weight": z(192), "norm.bias": z(192)}
     return state
 
 
-def test_vit_b_checkpoint_is_refused_naming_file_and_wrong_shapes(tmp_path):
-    path = tmp_path / "dino_vitbase16.pth"
-    torch.save(vit_b_state(with_cls=True), path)
+def test_vit_ti_checkpoint_is_refused_naming_file_and_what_was_found(tmp_path):
+    path = tmp_path / "deit_tiny.pth"
+    torch.save(vit_ti_state(), path)
     with pytest.raises(CheckpointError) as info:
         load_backbone(path, which="teacher")
     message = str(info.value)
-    assert str(path) in message
-    assert "147 wrong shapes" in message  # every tensor
-    assert "blocks.0.attn.qkv.weight (2304, 768) (expected (1152, 384))" in message
-    assert "and 142 more" in message  # five listed, the rest counted
+    assert message.startswith(f"{path}: found ViT-Ti/16 (192 wide, 16 x 16 patches, 12 blocks), which is not supported")
+    assert "ViT-B/16" in message and "DINOv2 ViT-S/14 with 4 registers" in message  # what is supported
 
 
-def test_patch_8_checkpoint_is_refused_naming_its_two_tensors(tmp_path, teacher):
+def test_a_patch_size_that_contradicts_its_table_is_refused_naming_its_table(tmp_path, teacher):
     state = dict(teacher.state_dict())
-    state["patch_embed.proj.weight"] = torch.zeros(384, 3, 8, 8)
-    state["pos_embed"] = torch.zeros(1, 784, 384)
+    state["patch_embed.proj.weight"] = torch.zeros(384, 3, 8, 8)  # ViT-S/8's embedding, ViT-S/16's 14 x 14 table
     path = save_backbone(state, tmp_path / "vits8.safetensors", "backbone")
+    loaded = load_backbone(path, which="teacher")  # a ViT-S/8 whose table is stored for 14 x 14: it reads as one
+    assert loaded.architecture == "vit-s8" and loaded.model.geometry.keys480_grid == 60
+    state["blocks.0.attn.qkv.weight"] = torch.zeros(1152, 192)
+    path = save_backbone({k: v for k, v in state.items()}, tmp_path / "odd.pth", "backbone")
     with pytest.raises(CheckpointError) as info:
         load_backbone(path, which="teacher")
     message = str(info.value)
-    assert str(path) in message and "2 wrong shapes" in message
-    assert "patch_embed.proj.weight (384, 3, 8, 8)" in message and "pos_embed (1, 784, 384)" in message
+    assert str(path) in message and "1 wrong shapes" in message
+    assert "blocks.0.attn.qkv.weight (1152, 192) (expected (1152, 384))" in message
 
 
 def test_missing_and_unexpected_keys_are_named(tmp_path, teacher):

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from evaluate.readings.geometry import SEED
+
 from evaluate.plumbing.atomic import write_json
 from evaluate.networks.vit import vit_small
 from evaluate.datasets.coco import CocoDataset
@@ -233,6 +235,9 @@ def test_reader_missing_array_and_bad_ids(tmp_path):
 
 class ConstantModel(torch.nn.Module):
     """Stands in for the ViT: returns `value` in the readings' shapes and logs how many images were opened."""
+
+    geometry = SEED  # the seed's ViT-S/16: keys480 (900, 384), tokens224 (196, 384)
+    form = "backbone"
 
     def __init__(self, value: float = 0.0, log: list | None = None, opened: list | None = None):
         super().__init__()

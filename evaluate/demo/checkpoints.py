@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -35,7 +36,8 @@ from evaluate.networks.checkpoints import DEIT3_GROUP, FORMATS, NESTED_GROUPS, S
 from evaluate.networks.registry import ARCHITECTURES, REGISTRY
 from evaluate.plumbing.atomic import atomic_path
 
-CHECKPOINT_FORMATS = FORMATS  # "dino-train", "selfpatch-train", "deit3", "classifier", "dino-backbone", "backbone"
+DINOV2_CHUNKS = 4  # DINOv2's `block_chunks`: its trainer splits the blocks four ways
+CHECKPOINT_FORMATS = FORMATS  # "dinov2-train", "dino-train", "selfpatch-train", "deit3", "classifier", "dino-backbone", "backbone"
 DEMO_ARCHITECTURES = ARCHITECTURES  # "xcit-s12-16", "augvit-s16", "vit-s16-layerscale", "vit-s16"
 
 # (backbone, layout) -> the backbone's full form in that layout (`evaluate.networks.forms.LAYOUTS`), in the naming asked
@@ -89,6 +91,24 @@ def _dino_train(backbone: dict[str, Tensor], student: dict[str, Tensor], full: F
     return _training_state(full(backbone, "dino"), full(student, "dino"), ("head.",), prefix)
 
 
+def _dinov2_train(backbone: dict[str, Tensor], student: dict[str, Tensor], full: Full) -> dict[str, Any]:
+    """DINOv2's teacher checkpoint as its trainer saves it: `{"teacher": ...}` with `backbone.*` in blocks chunked
+    four ways (`backbone.blocks.{c}.{i}.*`, each chunk holding its own blocks' numbers), `dino_head.*`, `ibot_head.*`."""
+    released = full(backbone, "dino")
+    depth = registry.block_count(released)
+    per_chunk = max(1, depth // DINOV2_CHUNKS)
+    teacher = {}
+    for key, value in released.items():
+        match = re.match(r"^blocks\.(\d+)\.", key)
+        if match:
+            key = f"blocks.{int(match.group(1)) // per_chunk}.{key[len('blocks.'):]}"
+        teacher[f"backbone.{key}"] = value
+    dim = released["pos_embed"].shape[-1]
+    for seed, head in enumerate(("dino_head.", "ibot_head.")):
+        teacher.update(_small_head(head, dim, seed))
+    return {"teacher": teacher}
+
+
 def _selfpatch_train(backbone: dict[str, Tensor], student: dict[str, Tensor], full: Full) -> dict[str, Any]:
     heads = ("ca_head.", "c_head.", "p_head.")
     return _training_state(full(backbone, "backbone"), full(student, "backbone"), heads, "backbone.")
@@ -96,6 +116,7 @@ def _selfpatch_train(backbone: dict[str, Tensor], student: dict[str, Tensor], fu
 
 # format -> (teacher backbone, student backbone, full form) -> the file's top-level dict
 WRITERS: dict[str, Callable[[dict[str, Tensor], dict[str, Tensor], Full], dict[str, Any]]] = {
+    "dinov2-train": _dinov2_train,
     "dino-train": _dino_train,
     "selfpatch-train": _selfpatch_train,
     "deit3": lambda backbone, student, full: {DEIT3_GROUP: full(backbone, "deit3")},
@@ -192,17 +213,18 @@ def make_demo_checkpoint(path: str | os.PathLike, fmt: str, seed: int, architect
         raise DemoError(f"checkpoint format must be one of {', '.join(CHECKPOINT_FORMATS)}, got {fmt!r}")
     if architecture not in DEMO_ARCHITECTURES:
         raise DemoError(f"demo architecture must be one of {', '.join(DEMO_ARCHITECTURES)}, got {architecture!r}")
-    save_backbone(demo_network(architecture, seed), path, fmt)
+    save_backbone(demo_network(architecture, seed), path, fmt, naming=REGISTRY[architecture].variants[0])
     return Path(path)
 
 
 def demo_network(architecture: str, seed: int) -> nn.Module:
     """A network of `architecture` in its first variant (Aug-ViT: circulant2) initialised after
-    torch.manual_seed(seed) by its authors' init; the global torch random state is left as it was."""
+    torch.manual_seed(seed) by its authors' init, in the backbone form plus its registers (so its file says how many
+    it has); the global torch random state is left as it was."""
     arch = REGISTRY[architecture]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        return arch.build(arch.variants[0])
+        return arch.build(arch.variants[0], registers=arch.geometry.registers)
 
 
 def main(argv: list[str] | None = None) -> int:

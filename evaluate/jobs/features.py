@@ -43,6 +43,7 @@ def extract(smk: Any) -> None:
     dataset: str = smk.params.dataset["name"]
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
     which: str = smk.params.which
+    position_rule: str | None = smk.params.position_rule or None
     features: dict = smk.params.features
     run_time = smk.params.run_time  # run-time: dropping features, workers or a new checkpoint re-run nothing
     keep, workers, checkpoints = bool(run_time.keep), int(run_time.workers), tuple(run_time.checkpoints)
@@ -52,7 +53,8 @@ def extract(smk: Any) -> None:
     from evaluate.readings.extraction import extract_checkpoint_shard
 
     extract_checkpoint_shard(
-        checkpoint=checkpoint, checkpoint_file=checkpoint_file, which=which, dataset=dataset, images=images,
+        checkpoint=checkpoint, checkpoint_file=checkpoint_file, which=which, form=str(features["form"]),
+        position_rule=position_rule, dataset=dataset, images=images,
         annotations=annotations, manifest_file=manifest_file, shard=shard, inputs_record=inputs_record,
         out_dir=out_dir, batch_size=int(features["batch_size"]), dtype=str(features["dtype"]),
         device=str(features["device"]), precision=str(features["precision"]), threads=threads, workers=workers,

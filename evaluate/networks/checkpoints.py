@@ -11,6 +11,8 @@ one small pure function to the network's flat state dict:
 
 | format            | what it holds                                                      | what we take               |
 |-------------------|--------------------------------------------------------------------|----------------------------|
+| "dinov2-train"    | DINOv2's `{"teacher": ...}`: `backbone.*` (blocks may be chunked,  | the teacher's `backbone.*` |
+|                   | `backbone.blocks.{c}.{i}.*`), `dino_head.*` (and `ibot_head.*`)    | (prefix stripped)          |
 | "dino-train"      | `student`, `teacher`, `optimizer`, `epoch`, `args`, `dino_loss`;   | the teacher's `backbone.*` |
 |                   | teacher `backbone.*` (DINO form: `backbone.cls_token`), `head.*`   | (prefix stripped); the     |
 | "selfpatch-train" | the same; `backbone.*` in SelfPatch form, `ca_head.*`, `c_head.*`, | heads and the rest dropped |
@@ -66,6 +68,7 @@ from torch import Tensor, nn
 from evaluate import EvaluationError
 from evaluate.networks import ArchitectureError, describe_keys
 from evaluate.networks import registry as architectures
+from evaluate.networks.forms import unchunked
 from evaluate.networks.registry import Identified
 from evaluate.plumbing.provenance import sha256_file
 
@@ -119,6 +122,8 @@ class LoadedCheckpoint:
     path: Path
     dropped: list[str]
     identified: Identified
+    form: str = "backbone"
+    position_rule: str = "dino"
 
     @property
     def architecture(self) -> str:
@@ -138,11 +143,13 @@ class LoadedCheckpoint:
         """The architecture fields recorded in meta.json (`evaluate.networks.ARCHITECTURE_FIELDS`)."""
         return self.identified.as_meta()
 
-    def file_meta(self) -> dict[str, str]:
+    def file_meta(self) -> dict[str, Any]:
         """What a reading records of the file it ran (meta.json, a video run file): its path, sha256 and format,
-        the architecture fields and the network taken."""
+        the architecture fields, the network taken, its form, position rule and geometry (patch, width, depth,
+        registers, both grids)."""
         return {"checkpoint_path": str(self.path), "checkpoint_sha256": self.sha256, "checkpoint_format": self.format,
-                **self.architecture_meta(), "which": self.which}
+                **self.architecture_meta(), "which": self.which, "form": self.form,
+                "position_rule": self.position_rule, **self.model.geometry.as_meta()}
 
 
 # ----------------------------------------------------------------------------------------------------- reading files
@@ -287,6 +294,11 @@ def _training_keys(state: Mapping[str, Any]) -> set[str] | None:
     return set(_without_ddp_prefix(teacher if isinstance(teacher, Mapping) else student))
 
 
+def _is_dinov2_train(state: Mapping[str, Any]) -> bool:
+    keys = _training_keys(state)
+    return keys is not None and "backbone.cls_token" in keys and any(k.startswith("dino_head.") for k in keys)
+
+
 def _is_dino_train(state: Mapping[str, Any]) -> bool:
     keys = _training_keys(state)
     return keys is not None and "backbone.cls_token" in keys
@@ -334,10 +346,12 @@ def _select_training_state(state: Mapping[str, Any], which: str) -> dict[str, An
 
 
 def _unwrap_training(state: Mapping[str, Any], which: str) -> tuple[dict[str, Any], list[str]]:
-    """DINO and SelfPatch training checkpoints: the teacher's (or student's) `backbone.*`, prefix stripped; the heads
-    (DINO's `head.*`, SelfPatch's `ca_head.*`, `c_head.*`, `p_head.*`) and anything else dropped."""
+    """DINO, DINOv2 and SelfPatch training checkpoints: the teacher's (or student's) `backbone.*`, prefix stripped,
+    DINOv2's chunked blocks (`blocks.{c}.{i}.*`) un-chunked (`evaluate.networks.forms.unchunked`);
+    the heads (DINO's `head.*`, DINOv2's `dino_head.*` and `ibot_head.*`, SelfPatch's `ca_head.*`, `c_head.*`,
+    `p_head.*`) and anything else dropped."""
     weights = _select_training_state(state, which)
-    taken = _strip_prefix(weights, "backbone.")
+    taken = unchunked(_strip_prefix(weights, "backbone."))
     if not taken:
         raise CheckpointError(f"no `backbone.*` weights (keys: {describe_keys(list(weights))})")
     return taken, sorted(key for key in weights if not key.startswith("backbone."))
@@ -374,6 +388,7 @@ class Format:
 FORMAT_TABLE: dict[str, Format] = {
     fmt.name: fmt
     for fmt in (
+        Format("dinov2-train", _is_dinov2_train, _unwrap_training, training=True),
         Format("dino-train", _is_dino_train, _unwrap_training, training=True),
         Format("selfpatch-train", _is_selfpatch_train, _unwrap_training, training=True),
         Format("deit3", _is_deit3, _unwrap_deit3),
@@ -415,20 +430,21 @@ def unwrap_checkpoint(state: Mapping[str, Any], fmt: str, which: str) -> tuple[d
 
 
 def _converted(
-    state: Mapping[str, Any], fmt: str, which: str
+    state: Mapping[str, Any], fmt: str, which: str, form: str
 ) -> tuple[Identified, dict[str, Any], list[str], list[str]]:
-    """(architecture and variant, backbone state dict, keys the format dropped, keys the backbone form left out)."""
+    """(architecture and variant, state dict of `form`, keys the format dropped, keys the form left out)."""
     network, unwrapped = unwrap_checkpoint(state, fmt, which)
-    identified, weights, left_out = architectures.convert(network)
+    identified, weights, left_out = architectures.convert(network, form)
     return identified, weights, unwrapped, left_out
 
 
-def convert_checkpoint(state: Mapping[str, Any], fmt: str, which: str) -> tuple[dict[str, Tensor], list[str]]:
-    """(backbone state dict, dropped keys) for a checkpoint's top-level dict in format `fmt` (pure): the format's
+def convert_checkpoint(state: Mapping[str, Any], fmt: str, which: str,
+                       form: str = "backbone") -> tuple[dict[str, Tensor], list[str]]:
+    """(state dict of `form`, dropped keys) for a checkpoint's top-level dict in format `fmt` (pure): the format's
     unwrapping (`unwrap_checkpoint`), then the architecture's converter (`evaluate.networks.registry.convert`).
     Raises CheckpointError (an unknown or unsupported architecture too)."""
     try:
-        _, weights, unwrapped, left_out = _converted(state, fmt, which)
+        _, weights, unwrapped, left_out = _converted(state, fmt, which, form)
     except ArchitectureError as exc:
         raise CheckpointError(str(exc)) from None
     return weights, unwrapped + left_out
@@ -437,24 +453,29 @@ def convert_checkpoint(state: Mapping[str, Any], fmt: str, which: str) -> tuple[
 # ----------------------------------------------------------------------------------------------------- loading
 
 
-def load_backbone(path: str | os.PathLike, which: str) -> LoadedCheckpoint:
-    """Read `path`, detect its format and architecture, convert and strictly load the backbone (eval mode, CPU,
-    float32; BatchNorm with the file's running statistics). What was left out is logged.
+def load_backbone(path: str | os.PathLike, which: str, form: str = "backbone",
+                  position_rule: str | None = None) -> LoadedCheckpoint:
+    """Read `path`, detect its format and architecture, convert and strictly load the network in `form` (eval mode,
+    CPU, float32; BatchNorm with the file's running statistics). What was left out is logged.
 
-    which: "teacher" or "student" (training checkpoints only; the config's `checkpoints.*.which`). Every error is a
-    CheckpointError whose message starts with the file; an unsupported architecture's says what was found and what
-    is supported.
+    which: "teacher" or "student" (training checkpoints only; the config's `checkpoints.*.which`). form: "backbone"
+    (the seed's protocol: class token, registers and final norm out) or "released" (as its authors run it;
+    docs/design.md §11). position_rule: how the position table is resampled ("dino" or "antialias"; the
+    checkpoint entry's `position_rule`); None takes the architecture's default for the file's format. Every error
+    is a CheckpointError whose message starts with the file; an unsupported architecture's says what was found and
+    what is supported.
     """
     path = Path(path)
     state = read_checkpoint_file(path)
     try:
         fmt = detect_format(state)
-        identified, weights, unwrapped, left_out = _converted(state, fmt, which)
-        model = architectures.materialise(identified, weights)
+        identified, weights, unwrapped, left_out = _converted(state, fmt, which, form)
+        rule = position_rule or identified.architecture.default_position_rule(FORMAT_TABLE[fmt].training)
+        model = architectures.materialise(identified, weights, rule, form)
     except (CheckpointError, ArchitectureError) as exc:
         raise CheckpointError(f"{path}: {exc}") from None
-    log.info("%s: a %s checkpoint, its %s: %s (%s); dropped by the format: %s; left out of the backbone form: %s",
-             path, fmt, which, identified.architecture.title, identified.variant, describe_keys(unwrapped) or "nothing",
-             describe_keys(left_out) or "nothing")
+    log.info("%s: a %s checkpoint, its %s: %s (%s), %s form, position rule %s; dropped by the format: %s; left out "
+             "of the form: %s", path, fmt, which, identified.architecture.title, identified.variant, form, rule,
+             describe_keys(unwrapped) or "nothing", describe_keys(left_out) or "nothing")
     return LoadedCheckpoint(model=model, format=fmt, which=which, sha256=sha256_file(path), path=path,
-                            dropped=unwrapped + left_out, identified=identified)
+                            dropped=unwrapped + left_out, identified=identified, form=form, position_rule=rule)

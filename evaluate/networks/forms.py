@@ -29,6 +29,7 @@ CLASS_ROW_LAYOUTS = ("dino", "classifier")
 HEAD_LAYOUTS = ("deit3", "classifier")
 HEAD_CLASSES = 1000
 CLASS_EXTRAS = ("cls_token", "norm.weight", "norm.bias")  # what the class-token-free backbone form leaves out
+UNUSED_EXTRAS = ("masked_embed", "mask_token")  # iBOT's and DINOv2's masking tokens: no forward uses them
 LAYERSCALE_TIMM = {"gamma_1": "ls1.gamma", "gamma_2": "ls2.gamma"}  # LayerScale names: ours (DeiT III's) -> timm's
 AUG_SHORTCUTS = ("augs_attn", "augs_attn2", "augs", "augs2")
 XCIT_TIMM_POS = ("pos_embed.", "pos_embeder.")  # timm's prefix of the token projection, the authors'
@@ -71,11 +72,29 @@ def _head(dim: int, gen: torch.Generator) -> dict[str, Tensor]:
 # ----------------------------------------------------------------------------------------------------- ViT family
 
 
-def _vit_extras_dropped(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Class token, final norm and (iBOT's) masked_embed out; row 0 of a 1 + g^2-row table out."""
-    taken, dropped = _drop(state, lambda key: key in CLASS_EXTRAS or key == "masked_embed")
+def _vit_released(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The released form in our layout: iBOT's masked_embed and DINOv2's mask_token out (unused by the forward);
+    where the file has a class token but its table no class row (DeiT III's 196 rows, timm's DINOv2 with the class
+    row folded into `cls_token`), a zero class row is put in, so the class token's input is unchanged."""
+    taken, dropped = _drop(state, lambda key: key in UNUSED_EXTRAS)
     pos = taken.get("pos_embed")
-    if isinstance(pos, Tensor) and pos.ndim == 3 and _is_class_row_table(pos.shape[1]):
+    if ("cls_token" in taken and isinstance(pos, Tensor) and pos.ndim == 3 and not _is_class_row_table(pos.shape[1])):
+        taken["pos_embed"] = torch.cat([torch.zeros_like(pos[:, :1]), pos], dim=1)
+    return taken, dropped
+
+
+def has_class_row(state: Mapping[str, Any]) -> bool:
+    """Whether a file's own position table holds a class row (1 + g^2 rows), before `_vit_released` adds one."""
+    pos = state.get("pos_embed")
+    return isinstance(pos, Tensor) and pos.ndim == 3 and _is_class_row_table(pos.shape[1])
+
+
+def backbone_of(released: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The backbone form of a released-form state dict in our layout (docs/design.md §11): class token, registers
+    and final norm out, and row 0 of a 1 + g^2-row table (the class position) out."""
+    taken, dropped = _drop(released, lambda key: key in CLASS_EXTRAS or key == "register_tokens")
+    pos = taken.get("pos_embed")
+    if "cls_token" in released and isinstance(pos, Tensor) and pos.ndim == 3 and _is_class_row_table(pos.shape[1]):
         taken["pos_embed"] = pos[:, 1:]
         dropped.append("pos_embed[0]")
     return taken, dropped
@@ -104,8 +123,8 @@ def recognise_plain(state: Mapping[str, Any]) -> str | None:
     return "plain" if "patch_embed.proj.weight" in state else None
 
 
-def plain_to_backbone(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
-    return _vit_extras_dropped(state)
+def plain_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
+    return _vit_released(state)
 
 
 def plain_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) -> dict[str, Tensor]:
@@ -120,11 +139,11 @@ def recognise_layerscale(state: Mapping[str, Any]) -> str | None:
     return "gamma_1" if ours else "ls1.gamma" if timm else None
 
 
-def layerscale_to_backbone(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
+def layerscale_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
     """LayerScale: timm's `blocks.{i}.ls1.gamma` / `ls2.gamma` renamed to `gamma_1` / `gamma_2`, then as plain."""
     if variant == "ls1.gamma":
         state = _renamed(state, {timm: ours for ours, timm in LAYERSCALE_TIMM.items()})
-    return _vit_extras_dropped(state)
+    return _vit_released(state)
 
 
 def layerscale_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) -> dict[str, Tensor]:
@@ -147,7 +166,7 @@ def aug_index_keys(state: Mapping[str, Any]) -> list[str]:
                   and any(f".{name}." in key for name in AUG_SHORTCUTS))
 
 
-def augvit_to_backbone(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
+def augvit_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
     """Aug-ViT: each stored `index_matrix` must equal the formula (`vit.circulant_index_matrix`) and is then dropped
     (the network derives it); a file without them loads. Then as plain."""
     expected = vit.circulant_index_matrix(vit.EMBED_DIM, vit.AUG_BLOCKS)
@@ -160,7 +179,7 @@ def augvit_to_backbone(state: Mapping[str, Any], variant: str) -> tuple[dict[str
             f"(W[96 I + r, 96 J + c] = weight_list[(4 I + J) 96 + (r - c) mod 96]): {describe_keys(bad)}"
         )
     taken, dropped = _drop(state, set(stored).__contains__)
-    taken, more = _vit_extras_dropped(taken)
+    taken, more = _vit_released(taken)
     return taken, dropped + more
 
 
@@ -183,8 +202,9 @@ def recognise_xcit(state: Mapping[str, Any]) -> str | None:
     return "timm" if any(key.startswith(XCIT_TIMM_POS[0]) for key in state) else "official"
 
 
-def xcit_to_backbone(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
-    """XCiT: class token, the class-attention blocks and the final norm out (none of them reaches block 12); timm's
+def xcit_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
+    """XCiT, in both forms: class token, the class-attention blocks and the final norm out (none of them reaches
+    block 12, docs/design.md §11); timm's
     `pos_embed.` renamed to `pos_embeder.`; a BatchNorm without `num_batches_tracked` gets 0 (unused in eval)."""
     taken, dropped = _drop(state, lambda key: key in CLASS_EXTRAS or key.startswith("cls_attn_blocks."))
     if variant == "timm":
@@ -240,4 +260,71 @@ def xcit_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) ->
     out["norm.bias"] = torch.zeros(dim)
     if layout in HEAD_LAYOUTS:
         out.update(_head(dim, gen))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------- DINOv2
+
+DINOV2_PATCH = 14
+DINOV2_CHUNK = re.compile(r"^blocks\.(\d+)\.(\d+)\.")  # a chunked teacher's `blocks.{chunk}.{block}.`
+DINOV2_TIMM_REGISTERS = "reg_token"  # timm's name of `register_tokens`
+
+
+def unchunked(state: Mapping[str, Any]) -> dict[str, Any]:
+    """DINOv2's chunked blocks (`blocks.{c}.{i}.*`, the teacher of a run with `block_chunks`) as `blocks.{i}.*`;
+    the chunks are padded with empty places and the block numbers are kept. Other keys as they are."""
+    return {DINOV2_CHUNK.sub(r"blocks.\2.", key): value for key, value in state.items()}
+
+
+def recognise_dinov2(state: Mapping[str, Any]) -> str | None:
+    """DINOv2 (patch 14 with LayerScale, `ls1.gamma` or ours, chunked or not): "dinov2" (the hub's and the training code's
+    names: `register_tokens`, a class row in the table, `mask_token`) or "timm" (`reg_token`, or no `mask_token`:
+    timm folds the class row into `cls_token` in its register models)."""
+    patch = state.get("patch_embed.proj.weight")
+    if not isinstance(patch, Tensor) or patch.ndim != 4 or patch.shape[-1] != DINOV2_PATCH:
+        return None
+    if not any(key.endswith((".ls1.gamma", ".gamma_1")) for key in state if key.startswith("blocks.")):
+        return None
+    return "timm" if DINOV2_TIMM_REGISTERS in state or "mask_token" not in state else "dinov2"
+
+
+def registers_of(state: Mapping[str, Any]) -> int:
+    """How many register tokens a DINOv2 state dict holds (`register_tokens` or timm's `reg_token`, (1, R, D))."""
+    for key in ("register_tokens", DINOV2_TIMM_REGISTERS):
+        value = state.get(key)
+        if isinstance(value, Tensor) and value.ndim == 3:
+            return int(value.shape[1])
+    return 0
+
+
+def dinov2_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
+    """DINOv2: chunked blocks un-chunked (a flat file may hold them too), `ls1.gamma` / `ls2.gamma` renamed to ours, timm's `reg_token` to
+    `register_tokens`, `mask_token` out; then as plain (a table without class row gets a zero one: timm's register
+    models fold it into `cls_token`)."""
+    state = _renamed(unchunked(state), {timm: ours for ours, timm in LAYERSCALE_TIMM.items()})
+    if DINOV2_TIMM_REGISTERS in state:
+        state = {("register_tokens" if key == DINOV2_TIMM_REGISTERS else key): value for key, value in state.items()}
+    return _vit_released(state)
+
+
+def dinov2_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str, registers: int) -> dict[str, Tensor]:
+    """DINOv2 as its files hold it (layouts "dino": the hub's; "backbone": nothing added): class token, class row,
+    final norm, `registers` register tokens and `mask_token` (seeded, 1), LayerScale as `ls1.gamma`; variant "timm":
+    `reg_token`, no `mask_token`, and with registers the class row folded into `cls_token` (a g^2-row table)."""
+    out = _renamed(_vit_full_form(backbone, layout), LAYERSCALE_TIMM)
+    if layout == "backbone":
+        return out
+    if "register_tokens" in out:  # a backbone built with its registers: they go after the class token
+        out["register_tokens"] = out.pop("register_tokens")
+    dim = backbone["pos_embed"].shape[-1]
+    gen = torch.Generator().manual_seed(2)
+    if registers and "register_tokens" not in out:
+        out["register_tokens"] = torch.randn(1, registers, dim, generator=gen) * 0.02
+    if variant == "timm":
+        if registers:
+            out[DINOV2_TIMM_REGISTERS] = out.pop("register_tokens")
+            out["cls_token"] = out["cls_token"] + out["pos_embed"][:, :1]
+            out["pos_embed"] = out["pos_embed"][:, 1:].clone()
+    else:
+        out["mask_token"] = torch.zeros(1, dim)
     return out

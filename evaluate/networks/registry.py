@@ -1,25 +1,30 @@
-"""The backbone registry (docs/design.md §9), in the manner of timm's: architecture name -> everything about its kind.
+"""The backbone registry (docs/design.md §9, §11), in the manner of timm's: architecture name -> everything about its kind.
 
-| name                 | network | recognised by                               | variants (what the file says) | heads |
-|----------------------|---------|---------------------------------------------|-------------------------------|-------|
-| "vit-s16"            | `vit`   | `patch_embed.proj.weight`, no marker below  | "plain"                       | 6x64  |
-| "vit-s16-layerscale" | `vit`   | `blocks.0.gamma_1` or `blocks.0.ls1.gamma`  | "gamma_1" (DeiT III, iBOT),   | 6x64  |
-|                      |         |                                             | "ls1.gamma" (timm, DINOv2)    |       |
-| "augvit-s16"         | `vit`   | `blocks.0.augs_attn*`                       | "circulant2", "linear",       | 6x64  |
-|                      |         |                                             | "circulant", "linear2"        |       |
-| "xcit-s12-16"        | `xcit`  | `blocks.0.attn.temperature`, `local_mp`, or | "official" (`pos_embeder.`),  | 8x48  |
-|                      |         | `patch_embed.proj.0.0.weight`               | "timm" (`pos_embed.`)         |       |
+| name                 | network | recognised by (keys and shapes)                      | variants (what the file says)  |
+|----------------------|---------|------------------------------------------------------|--------------------------------|
+| "vit-s16", "vit-s8", | `vit`   | `patch_embed.proj.weight` (D, 3, p, p), no marker    | "plain"                        |
+| "vit-b16", "vit-b8"  |         | below: DINO v1, 12 blocks, D 384 (S) or 768 (B)      |                                |
+| "vit-s16-layerscale" | `vit`   | `blocks.0.gamma_1` or `blocks.0.ls1.gamma`, patch 16 | "gamma_1" (DeiT III, iBOT),    |
+|                      |         |                                                      | "ls1.gamma" (timm)             |
+| "augvit-s16"         | `vit`   | `blocks.0.augs_attn*`                                | "circulant2", "linear",        |
+|                      |         |                                                      | "circulant", "linear2"         |
+| "xcit-s12-16"        | `xcit`  | `blocks.0.attn.temperature`, `local_mp`, or          | "official" (`pos_embeder.`),   |
+|                      |         | `patch_embed.proj.0.0.weight`                        | "timm" (`pos_embed.`)          |
+| "dinov2-{s,b,l}14",  | `vit`   | patch 14 with `ls1.gamma` (blocks chunked or not);   | "dinov2" (hub, training),      |
+| "dinov2-{s,b,l}14-   |         | D 384 / 768 / 1024 (12 / 12 / 24 blocks); 0 or 4     | "timm" (`reg_token`, class row |
+| reg4"                |         | registers (`register_tokens`, timm's `reg_token`)    | folded into `cls_token`)       |
 
-A state dict here is the network's own flat dict, after the file format's wrapping is taken off
-(`evaluate.networks.checkpoints`): it may still hold a class token, its position row, a final norm, XCiT's
-class-attention blocks, Aug-ViT's stored index matrices and another naming. An entry (`Architecture`) holds how its
-kind is recognised, its pure converters both ways (`evaluate.networks.forms`: to our backbone form, and back to the
-full form a released file has), its network, the shapes it supports and the words for what was found instead, and the
-buffers its network derives rather than loads. `materialise` loads a converted state dict strictly into the network.
+Heads are D / 64 (XCiT: 8 x 48). A state dict here is the network's own flat dict, after the file format's wrapping is
+taken off (`evaluate.networks.checkpoints`). An entry (`Architecture`) holds how its kind is recognised, its pure
+converters both ways (`evaluate.networks.forms`: to the released form in our layout, and back to the full form a
+released file has), its geometry (patch, width, depth, registers), the grid its position table is stored for, its
+position rule, its network, and the words for what was found instead. `convert` gives the state dict of either form
+(docs/design.md §11; `forms.backbone_of` takes the class token, registers and final norm out), and `materialise`
+loads it strictly into a network built for it.
 
 Refused, with one line naming what was found and what is supported (`ArchitectureError`): CaiT proper (talking-heads
-`attn.proj_l` / `attn.proj_w`, class-attention blocks `blocks_token_only.*`), XCiT with patch 8 (a conv stem of three
-stages), and any other width, patch or depth (ViT-B, ViT-S/8, ...).
+`attn.proj_l` / `attn.proj_w`, class-attention blocks `blocks_token_only.*`), the DINOv2 giant (SwiGLU `mlp.w12` /
+`mlp.w3`), XCiT with patch 8 (a conv stem of three stages), and any other width, patch or depth.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ import torch
 from torch import Tensor, nn
 
 from evaluate.networks import ARCHITECTURE_FIELDS, ArchitectureError, describe_keys, forms, vit, xcit
-from evaluate.networks.forms import block_count
+from evaluate.networks.forms import block_count  # noqa: F401  (the writers count blocks with it)
+from evaluate.readings.geometry import SEED, Geometry
 
 def _nothing_derived(model: nn.Module) -> None:
     """For networks whose buffers are all in their state dict."""
@@ -43,35 +49,63 @@ def _nothing_derived(model: nn.Module) -> None:
 class Architecture:
     """One entry of the registry: everything about one kind of network.
 
-    name: the slug recorded in meta.json; title: for people; head_layout: "6x64" or "8x48"; variants: what
-    `recognise` may return, the main one first (what a freshly built demo network is);
+    name: the slug recorded in meta.json; title: for people; head_layout: "6x64", "12x64", "16x64" or "8x48";
+    variants: what `recognise` may return, the main one first (what a freshly built demo network is);
+    geometry: patch, width, depth and registers (`evaluate.readings.geometry.Geometry`);
+    pos_grid: the grid the position table of a freshly built network is for (a loaded one's is read from its rows);
     recognise(state) -> variant or None;
-    to_backbone(state, variant) -> (backbone state dict, dropped keys);
+    to_released(state, variant) -> (the released form in our layout, dropped keys) (`forms`);
     full_form(backbone, variant, layout) -> the network's state dict as a released file holds it (`forms.LAYOUTS`);
-    build(variant) -> the network (random initialisation);
+    block: the block kind of `vit.vision_transformer` ("plain", "layerscale", "aug"), or "" for XCiT;
     supported_shape(state) -> whether a converted state dict has the supported width, patch size and depth;
-    describe(state) -> what an unsupported one is, in words ("ViT-B/16 (768 wide, 16 x 16 patches, 12 blocks)");
+    describe(state) -> what an unsupported one is, in words ("ViT-L/16 (1024 wide, 16 x 16 patches, 24 blocks)");
     derive_buffers(model) -> None: rebuild the buffers the network derives instead of loading (after a meta-device
     build they are empty);
     fixed_variant: what a variant is when the weights fix it (Aug-ViT's "mode"), or "" when the variants are namings
     of the same weights, so a file may be written in any of them;
     ddp_teacher: DINO wraps this network's teacher in DistributedDataParallel (it holds BatchNorm), so training
-    checkpoints read `module.backbone.*`.
+    checkpoints read `module.backbone.*`;
+    released_rule: the position rule of its released files (DINOv2's hub register models: "antialias"); training
+    files always use DINO's ("dino", DINOv2's training defaults too).
     """
 
     name: str
     title: str
     head_layout: str
     variants: tuple[str, ...]
+    geometry: Geometry
+    pos_grid: int
     recognise: Callable[[Mapping[str, Any]], str | None]
-    to_backbone: Callable[[Mapping[str, Any], str], tuple[dict[str, Any], list[str]]]
+    to_released: Callable[[Mapping[str, Any], str], tuple[dict[str, Any], list[str]]]
     full_form: Callable[[Mapping[str, Tensor], str, str], dict[str, Tensor]]
-    build: Callable[[str], nn.Module]
-    supported_shape: Callable[[Mapping[str, Any]], bool]
+    block: str
     describe: Callable[[Mapping[str, Any]], str]
     derive_buffers: Callable[[nn.Module], None] = _nothing_derived
     fixed_variant: str = ""
     ddp_teacher: bool = False
+    released_rule: str = "dino"
+
+    def supported_shape(self, state: Mapping[str, Any]) -> bool:
+        """Whether a converted state dict has this entry's width, patch size and depth."""
+        if not self.block:
+            return _xcit_supported_shape(state)
+        g = self.geometry
+        return block_count(state) == g.depth and _shape(state, "patch_embed.proj.weight") == (g.width, 3, g.patch, g.patch)
+
+    def default_position_rule(self, training: bool) -> str:
+        """The position rule a file of this kind was built with, when its checkpoint entry does not say."""
+        return "dino" if training else self.released_rule
+
+    def build(self, variant: str, *, pos_grid: int | None = None, class_token: bool = False, registers: int = 0,
+              final_norm: bool = False, position_rule: str = "dino") -> nn.Module:
+        """The network (random initialisation), in the backbone form unless the released form's parts are asked for."""
+        if not self.block:
+            return xcit.xcit_small_12_p16()
+        model = vit.vision_transformer(
+            self.geometry, self.block, aug_mode=variant, pos_grid=self.pos_grid if pos_grid is None else pos_grid,
+            class_token=class_token, registers=registers, final_norm=final_norm, position_rule=position_rule)
+        model.geometry = self.geometry  # the checkpoint's registers, whichever form runs
+        return model
 
 
 @dataclass(frozen=True)
@@ -107,14 +141,9 @@ def _stem_stages(state: Mapping[str, Any]) -> int:
     return len([key for key in state if re.match(r"^patch_embed\.proj\.\d+\.0\.weight$", key)])
 
 
-def _vit_supported_shape(state: Mapping[str, Any]) -> bool:
-    patch = _shape(state, "patch_embed.proj.weight")
-    return block_count(state) == vit.DEPTH and patch == (vit.EMBED_DIM, 3, vit.PATCH, vit.PATCH)
-
-
 def _describe_vit(state: Mapping[str, Any]) -> str:
     width, _, patch, _ = ((_shape(state, "patch_embed.proj.weight") or ()) + (0, 0, 0, 0))[:4]
-    size = {192: "ViT-Ti", 384: "ViT-S", 768: "ViT-B", 1024: "ViT-L", 1280: "ViT-H"}.get(width, "a ViT")
+    size = {192: "ViT-Ti", 384: "ViT-S", 768: "ViT-B", 1024: "ViT-L", 1280: "ViT-H", 1536: "ViT-g"}.get(width, "a ViT")
     return f"{size}/{patch} ({width} wide, {patch} x {patch} patches, {block_count(state)} blocks)"
 
 
@@ -142,46 +171,96 @@ def _derive_circulant_indices(model: nn.Module) -> None:
 # ----------------------------------------------------------------------------------------------------- registry
 
 
+def _plain_recogniser(geometry: Geometry) -> Callable[[Mapping[str, Any]], str | None]:
+    """A plain DINO ViT of this patch and width: recognised by its patch embedding's shape."""
+    def recognise(state: Mapping[str, Any]) -> str | None:
+        patch = _shape(state, "patch_embed.proj.weight")
+        fits = patch == (geometry.width, 3, geometry.patch, geometry.patch)
+        return forms.recognise_plain(state) if fits else None
+    return recognise
+
+
+def _dinov2_recogniser(geometry: Geometry) -> Callable[[Mapping[str, Any]], str | None]:
+    """A DINOv2 of this width and register count."""
+    def recognise(state: Mapping[str, Any]) -> str | None:
+        variant = forms.recognise_dinov2(state)
+        patch = _shape(state, "patch_embed.proj.weight")
+        if variant is None or patch is None or patch[0] != geometry.width:
+            return None
+        return variant if forms.registers_of(state) == geometry.registers else None
+    return recognise
+
+
+_SIZES = {384: "S", 768: "B", 1024: "L"}
+
+
+def _dino_vit(width: int, patch: int) -> Architecture:
+    geometry = Geometry(patch, width, 12, 0)
+    size = _SIZES[width]
+    return Architecture(
+        f"vit-{size.lower()}{patch}", f"ViT-{size}/{patch}", f"{geometry.heads}x64", ("plain",), geometry,
+        pos_grid=geometry.tokens224_grid, recognise=_plain_recogniser(geometry), to_released=forms.plain_to_released,
+        full_form=forms.plain_full_form, block="plain", describe=_describe_vit,
+    )
+
+
+def _dinov2(width: int, depth: int, registers: int) -> Architecture:
+    geometry = Geometry(forms.DINOV2_PATCH, width, depth, registers)
+    size = _SIZES[width]
+    reg = f"-reg{registers}" if registers else ""
+    return Architecture(
+        f"dinov2-{size.lower()}14{reg}", f"DINOv2 ViT-{size}/14" + (f" with {registers} registers" if registers else ""),
+        f"{geometry.heads}x64", ("dinov2", "timm"), geometry, pos_grid=DINOV2_HUB_GRID,
+        recognise=_dinov2_recogniser(geometry), to_released=forms.dinov2_to_released,
+        full_form=lambda backbone, variant, layout: forms.dinov2_full_form(backbone, variant, layout, registers),
+        block="layerscale", describe=_describe_vit, released_rule="antialias" if registers else "dino",
+    )
+
+
+DINOV2_HUB_GRID = 37  # the DINOv2 hub files' tables are for 518-px inputs: 37 x 37 patches of 14
+
 REGISTRY: dict[str, Architecture] = {  # `identify` tries them in this order; the first that recognises the keys wins
     arch.name: arch
     for arch in (
         Architecture(
-            "xcit-s12-16", "XCiT-S12/16", "8x48", ("official", "timm"),
-            recognise=forms.recognise_xcit, to_backbone=forms.xcit_to_backbone, full_form=forms.xcit_full_form,
-            build=lambda variant: xcit.xcit_small_12_p16(),
-            supported_shape=_xcit_supported_shape, describe=_describe_xcit, ddp_teacher=True,
+            "xcit-s12-16", "XCiT-S12/16", "8x48", ("official", "timm"), SEED, pos_grid=0,
+            recognise=forms.recognise_xcit, to_released=forms.xcit_to_released, full_form=forms.xcit_full_form,
+            block="", describe=_describe_xcit, ddp_teacher=True,
         ),
         Architecture(
             "augvit-s16", "Aug-ViT-S/16", "6x64", ("circulant2", *[m for m in vit.AUG_MODES if m != "circulant2"]),
-            recognise=forms.recognise_augvit, to_backbone=forms.augvit_to_backbone, full_form=forms.augvit_full_form,
-            build=vit.augvit_small,
-            supported_shape=_vit_supported_shape, describe=_describe_vit, derive_buffers=_derive_circulant_indices,
-            fixed_variant="mode",
+            SEED, pos_grid=SEED.tokens224_grid, recognise=forms.recognise_augvit, to_released=forms.augvit_to_released,
+            full_form=forms.augvit_full_form, block="aug", describe=_describe_vit,
+            derive_buffers=_derive_circulant_indices, fixed_variant="mode",
         ),
+        *(_dinov2(width, depth, registers) for registers in (0, 4)
+          for width, depth in ((384, 12), (768, 12), (1024, 24))),
         Architecture(
-            "vit-s16-layerscale", "ViT-S/16 with LayerScale", "6x64", ("gamma_1", "ls1.gamma"),
-            recognise=forms.recognise_layerscale, to_backbone=forms.layerscale_to_backbone,
-            full_form=forms.layerscale_full_form, build=lambda variant: vit.vit_small_layerscale(),
-            supported_shape=_vit_supported_shape, describe=_describe_vit,
+            "vit-s16-layerscale", "ViT-S/16 with LayerScale", "6x64", ("gamma_1", "ls1.gamma"), SEED,
+            pos_grid=SEED.tokens224_grid, recognise=forms.recognise_layerscale,
+            to_released=forms.layerscale_to_released, full_form=forms.layerscale_full_form, block="layerscale",
+            describe=_describe_vit,
         ),
-        Architecture(
-            "vit-s16", "ViT-S/16", "6x64", ("plain",),
-            recognise=forms.recognise_plain, to_backbone=forms.plain_to_backbone, full_form=forms.plain_full_form,
-            build=lambda variant: vit.vit_small(),
-            supported_shape=_vit_supported_shape, describe=_describe_vit,
-        ),
+        *(_dino_vit(width, patch) for width in (384, 768) for patch in (16, 8)),
     )
 }
 ARCHITECTURES = tuple(REGISTRY)
-_TITLES = [f"{arch.title} ({', '.join(arch.variants)})" for arch in reversed(REGISTRY.values())]
-SUPPORTED = (  # what every refusal ends with
-    f"supported: {', '.join(_TITLES[:-1])} and {_TITLES[-1]}, each with {vit.DEPTH} blocks, {vit.EMBED_DIM} wide, "
-    f"{vit.PATCH} x {vit.PATCH} patches"
-)
+SEED_ARCHITECTURES = ("xcit-s12-16", "augvit-s16", "vit-s16-layerscale", "vit-s16")  # docs/design.md §9's
+FAMILY = tuple(name for name in ARCHITECTURES if name not in SEED_ARCHITECTURES)  # §11's beside ViT-S/16
+_TITLES = [arch.title for arch in reversed(REGISTRY.values())]
+SUPPORTED = f"supported: {', '.join(_TITLES[:-1])} and {_TITLES[-1]}"  # what every refusal ends with
 
 
 def _refuse_unsupported(state: Mapping[str, Any]) -> None:
     """Raise ArchitectureError for the refused architectures that markers alone give away (CaiT)."""
+    swiglu = sorted({m.group(0) for key in state if (m := re.search(r"mlp\.w(12|3)\.", key))})
+    if swiglu:
+        width = (_shape(state, "patch_embed.proj.weight") or ("?",))[0]
+        depth = block_count(forms.unchunked(state))
+        raise ArchitectureError(
+            f"found the DINOv2 giant ({', '.join(m + '*' for m in swiglu)}: a SwiGLU MLP; {depth} blocks, {width} "
+            f"wide), which is not supported; {SUPPORTED}"
+        )
     markers = re.compile(r"attn\.proj_[lw]\.|blocks_token_only\.")
     cait = sorted({m.group(0) for key in state if (m := markers.search(key))})
     if cait:
@@ -202,31 +281,61 @@ def identify(state: Mapping[str, Any]) -> Identified:
         variant = arch.recognise(state)
         if variant is not None:
             return Identified(arch, variant)
+    if _shape(state, "patch_embed.proj.weight") is not None:
+        extra = sorted(key for key in state if not key.startswith(("blocks.", "patch_embed.", "pos_embed", "norm.")))
+        raise ArchitectureError(
+            f"found {_describe_vit(forms.unchunked(state))}" + (f" with {describe_keys(extra)}" if extra else "")
+            + f", which is not supported; {SUPPORTED}"
+        )
     raise ArchitectureError(
         f"no known architecture in these weights (keys: {describe_keys([str(k) for k in state])}); {SUPPORTED}"
     )
 
 
-def convert(state: Mapping[str, Any]) -> tuple[Identified, dict[str, Any], list[str]]:
-    """(what it is, backbone state dict, dropped keys) of a network's flat state dict (pure)."""
+def convert(state: Mapping[str, Any], form: str = "backbone") -> tuple[Identified, dict[str, Any], list[str]]:
+    """(what it is, the state dict of `form` in our layout, dropped keys) of a network's flat state dict (pure).
+
+    form: "backbone" (class token, its position row, registers and final norm out) or "released" (the network as
+    its authors run it; docs/design.md §11)."""
+    if form not in vit.FORMS:
+        raise ArchitectureError(f"unknown form {form!r}; known: {', '.join(vit.FORMS)}")
     identified = identify(state)
-    weights, dropped = identified.architecture.to_backbone(state, identified.variant)
+    weights, dropped = identified.architecture.to_released(state, identified.variant)
+    if form == "backbone":
+        weights, more = forms.backbone_of(weights)
+        if not forms.has_class_row(state):  # the zero class row was ours, not the file's (DeiT III, timm's DINOv2)
+            more = [key for key in more if key != "pos_embed[0]"]
+        dropped = dropped + more
     return identified, weights, dropped
 
 
 def build(identified: Identified) -> nn.Module:
-    """The network of an identified state dict, randomly initialised."""
+    """The network of an identified state dict in the backbone form, randomly initialised."""
     return identified.architecture.build(identified.variant)
+
+
+def build_for(identified: Identified, weights: Mapping[str, Any], position_rule: str = "dino") -> nn.Module:
+    """The network that holds exactly `weights` (either form, in our layout): its class token, registers and final
+    norm where `weights` has them, its position table for the grid the stored rows say."""
+    class_token = "cls_token" in weights
+    pos = weights.get("pos_embed")
+    rows = pos.shape[1] - int(class_token) if isinstance(pos, Tensor) and pos.ndim == 3 else 0
+    grid = math.isqrt(max(rows, 0))
+    registers = weights.get("register_tokens")
+    return identified.architecture.build(
+        identified.variant, pos_grid=grid if grid * grid == rows and grid else None, class_token=class_token,
+        registers=int(registers.shape[1]) if isinstance(registers, Tensor) and registers.ndim == 3 else 0,
+        final_norm="norm.weight" in weights, position_rule=position_rule)
 
 
 # ----------------------------------------------------------------------------------------------------- strict loading
 
 
-def check_state(state: Mapping[str, Any], model: nn.Module, title: str) -> None:
+def check_state(state: Mapping[str, Any], model: nn.Module, title: str, shape: str = "") -> None:
     """Raise ArchitectureError unless `state` has exactly `model`'s keys, shapes, dtypes and finite values.
 
     Integer buffers (BatchNorm's `num_batches_tracked`) must be integers, every other tensor a float; `title` names
-    the network in the message. Up to `evaluate.networks.SHOW_KEYS` offending keys are named, the rest counted.
+    the network in the message, `shape` its width and patch in words. Up to `evaluate.networks.SHOW_KEYS` offending keys are named, the rest counted.
     """
     expected = model.state_dict()
     problems = []
@@ -246,7 +355,7 @@ def check_state(state: Mapping[str, Any], model: nn.Module, title: str) -> None:
     ]
     if shapes:
         problems.append(
-            f"{len(shapes)} wrong shapes, not a {title} ({vit.EMBED_DIM} wide, {vit.PATCH} x {vit.PATCH} patches): "
+            f"{len(shapes)} wrong shapes, not a {title}{f' ({shape})' if shape else ''}: "
             f"{describe_keys(shapes)}"
         )
     if problems:
@@ -267,19 +376,22 @@ def check_state(state: Mapping[str, Any], model: nn.Module, title: str) -> None:
         raise ArchitectureError("; ".join(problems))
 
 
-def materialise(identified: Identified, weights: Mapping[str, Any]) -> nn.Module:
-    """The identified network holding exactly `weights` (a backbone-form state dict): eval mode, float32, CPU.
+def materialise(identified: Identified, weights: Mapping[str, Any], position_rule: str = "dino",
+                form: str = "backbone") -> nn.Module:
+    """The identified network holding exactly `weights` (a state dict of `form`, in our layout): eval mode, float32,
+    CPU, its `form` recorded.
 
     The network is built on PyTorch's `meta` device (shapes only: no random initialisation computed and thrown
-    away), checked strictly (`check_state`), loaded by assignment, and its derived buffers rebuilt. Raises
-    ArchitectureError; when the width, patch size or depth is not the registry's, the message starts with what was
-    found ("found ViT-B/16 (...), which is not supported (supported: ...); ...").
+    away) for what `weights` holds (`build_for`), checked strictly (`check_state`), loaded by assignment, and its
+    derived buffers rebuilt. Raises ArchitectureError; when the width, patch size or depth is not the registry's,
+    the message starts with what was found ("found ViT-L/16 (...), which is not supported (supported: ...); ...").
     """
     arch = identified.architecture
     with torch.device("meta"):
-        model = build(identified)
+        model = build_for(identified, weights, position_rule)
+    g = arch.geometry
     try:
-        check_state(weights, model, arch.title)
+        check_state(weights, model, arch.title, f"{g.width} wide, {g.patch} x {g.patch} patches")
     except ArchitectureError as exc:
         if arch.supported_shape(weights):
             raise
@@ -291,6 +403,7 @@ def materialise(identified: Identified, weights: Mapping[str, Any]) -> nn.Module
         strict=True, assign=True,
     )
     arch.derive_buffers(model)
+    model.form = form
     return model.eval()
 
 

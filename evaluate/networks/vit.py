@@ -36,6 +36,7 @@ float32, so the residual stream stays float32 and every LayerNorm reads float32;
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -43,7 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from evaluate import EvaluationError
-from evaluate.readings.geometry import PATCH, TOKENS224_GRID, WIDTH
+from evaluate.readings.geometry import PATCH, TOKENS224_GRID, WIDTH, Geometry
 
 # Sees one block's attention queries and keys: tap(block index 0.., q, k), q and k (B, heads, N, d) as the attention
 # used them; it must not change them (`VisionTransformer.tokens_tapped`).
@@ -54,7 +55,10 @@ DEPTH = 12
 HEADS = 6
 MLP_HIDDEN = 1536
 LN_EPS = 1e-6
-POS_GRID = TOKENS224_GRID  # the position table is trained for 224 x 224 inputs: a 14 x 14 grid of patches
+POS_GRID = TOKENS224_GRID  # the seed's position table is trained for 224 x 224 inputs: a 14 x 14 grid of patches
+# How a position table is resampled to another grid (`resample_pos_embed`; docs/design.md §11)
+POSITION_RULES = ("dino", "antialias")
+FORMS = ("backbone", "released")  # the network's form (docs/design.md §11): `features.form`
 # LayerScale's initial gamma for a freshly built (random) network: CaiT's rule for depth <= 18. Trained checkpoints
 # bring their own gammas; this only matters for seeded demo networks.
 LAYERSCALE_INIT = 0.1
@@ -97,33 +101,38 @@ def patch_grid(x: Tensor, patch: int) -> tuple[int, int]:
     return H // patch, W // patch
 
 
-def resample_pos_embed(pos_embed: Tensor, grid: tuple[int, int]) -> Tensor:
-    """The position table for a (gh, gw) grid of patches, by DINO's and SelfPatch's own rule (docs/design.md §1).
+def resample_pos_embed(pos_embed: Tensor, grid: tuple[int, int], rule: str = "dino") -> Tensor:
+    """The position table for a (gh, gw) grid of patches, by the network's rule (docs/design.md §1, §11).
 
-    pos_embed: (1, 196, C) float, the table trained for 14 x 14 patches, row by row.
-    grid: (gh, gw) patches down and across.
-    Returns (1, gh * gw, C), row by row. At 14 x 14 the table is returned unchanged (the same tensor).
+    pos_embed: (1, g0 * g0, C) float, the patch rows of the table trained for a g0 x g0 grid, row by row (g0 is
+    read from the rows: 14 for DINO's 224-px tables at patch 16, 28 at patch 8, 37 in DINOv2's hub files).
+    grid: (gh, gw) patches down and across. rule: `POSITION_RULES`.
+    Returns (1, gh * gw, C), row by row. At g0 x g0 the table is returned unchanged (the same tensor).
 
-    The table is viewed as (1, 14, 14, C) and permuted to (1, C, 14, 14) (a bare reshape to (1, C, 14, 14) would
-    scramble it), resampled by bicubic interpolation with `align_corners=False` and
-    `scale_factor=((gh + 0.1) / 14, (gw + 0.1) / 14)` (the +0.1 is DINO's guard against rounding the output size
-    down), checked to be (gh, gw), permuted back and flattened.
+    The table is viewed as (1, g0, g0, C) and permuted to (1, C, g0, g0) (a bare reshape would scramble it), resampled
+    bicubically with `align_corners=False`, checked to be (gh, gw), permuted back and flattened:
+    "dino": `scale_factor=((gh + 0.1) / g0, (gw + 0.1) / g0)`, no antialiasing (DINO's, and DINOv2's training code's
+    default; the +0.1 guards against rounding the output size down);
+    "antialias": `size=(gh, gw)`, `antialias=True` (the DINOv2 hub's register models).
     """
     gh, gw = int(grid[0]), int(grid[1])
-    if pos_embed.ndim != 3 or pos_embed.shape[0] != 1 or pos_embed.shape[1] != POS_GRID * POS_GRID:
-        raise BackboneInputError(f"position table must be (1, {POS_GRID * POS_GRID}, C), got {tuple(pos_embed.shape)}")
+    rows = pos_embed.shape[1] if pos_embed.ndim == 3 else 0
+    g0 = math.isqrt(rows)
+    if pos_embed.ndim != 3 or pos_embed.shape[0] != 1 or g0 * g0 != rows or rows == 0:
+        raise BackboneInputError(f"position table must be (1, g0 * g0, C), got {tuple(pos_embed.shape)}")
+    if rule not in POSITION_RULES:
+        raise BackboneInputError(f"unknown position rule {rule!r}; known: {', '.join(POSITION_RULES)}")
     if gh < 1 or gw < 1:
         raise BackboneInputError(f"grid must be at least 1 x 1 patches, got {gh} x {gw}")
-    if (gh, gw) == (POS_GRID, POS_GRID):
+    if (gh, gw) == (g0, g0):
         return pos_embed
     dim = pos_embed.shape[-1]
-    table = pos_embed.reshape(1, POS_GRID, POS_GRID, dim).permute(0, 3, 1, 2)
-    table = F.interpolate(
-        table,
-        scale_factor=((gh + 0.1) / POS_GRID, (gw + 0.1) / POS_GRID),
-        mode="bicubic",
-        align_corners=False,
-    )
+    table = pos_embed.reshape(1, g0, g0, dim).permute(0, 3, 1, 2)
+    if rule == "dino":
+        table = F.interpolate(table, scale_factor=((gh + 0.1) / g0, (gw + 0.1) / g0), mode="bicubic",
+                              align_corners=False)
+    else:
+        table = F.interpolate(table, size=(gh, gw), mode="bicubic", align_corners=False, antialias=True)
     if tuple(table.shape[-2:]) != (gh, gw):
         raise BackboneInputError(f"resampled position table is {tuple(table.shape[-2:])}, expected {(gh, gw)}")
     return table.permute(0, 2, 3, 1).reshape(1, gh * gw, dim)
@@ -368,10 +377,18 @@ class AugBlock(Block):
 
 
 class VisionTransformer(nn.Module):
-    """ViT-S/16, SelfPatch form: patch_embed, pos_embed (1, 196, 384), 12 blocks; no class token, no final norm.
+    """A ViT of the DINO family in either form (docs/design.md §1, §11): patch_embed, pos_embed, blocks, and in the
+    `released` form what the authors' network has beside them: class token, registers, final norm.
 
-    21,664,128 parameters. State-dict names are DINO's: `patch_embed.proj.*`, `pos_embed`,
-    `blocks.{i}.{norm1,attn.qkv,attn.proj,norm2,mlp.fc1,mlp.fc2}.*`.
+    Backbone form (the seed's, SelfPatch's): pos_embed (1, g0^2, D), no class token, no registers, no final norm;
+    ViT-S/16 has 21,664,128 parameters. Released form: `cls_token` (1, 1, D) and a class row in pos_embed
+    (1, 1 + g0^2, D), `register_tokens` (1, R, D) entering after the class token and before the patches (after the
+    position table is added: they carry no position), `norm` after the last block. State-dict names are DINO's and
+    DINOv2's: `patch_embed.proj.*`, `pos_embed`, `cls_token`, `register_tokens`, `blocks.{i}.*`, `norm.*`.
+
+    The readings leave the patch rows only (rows 1 + R onwards in the released form); `tokens` ends with the final
+    norm where the network has one (DINO's `get_intermediate_layers(n=1)`), `last_keys` with the last block's keys.
+    `geometry` says the sizes; `form` which form the network was loaded in (set by the loader).
     """
 
     patch_attention = True  # its attention rows weigh patches: the attention-spread reading exists (§13)
@@ -384,16 +401,33 @@ class VisionTransformer(nn.Module):
         num_heads: int = HEADS,
         mlp_hidden: int = MLP_HIDDEN,
         block: Callable[[], Block] | None = None,
+        *,
+        pos_grid: int = POS_GRID,
+        class_token: bool = False,
+        registers: int = 0,
+        final_norm: bool = False,
+        position_rule: str = "dino",
     ):
-        """block: builds one block (default: the plain `Block(embed_dim, num_heads, mlp_hidden)`)."""
+        """block: builds one block (default: the plain `Block(embed_dim, num_heads, mlp_hidden)`); pos_grid: g0, the
+        grid the stored position table is for; class_token, registers, final_norm: the released form's parts;
+        position_rule: how the table is resampled (`POSITION_RULES`)."""
         super().__init__()
+        if position_rule not in POSITION_RULES:
+            raise ValueError(f"position rule must be one of {', '.join(POSITION_RULES)}, got {position_rule!r}")
         self.patch_size = patch_size
         self.embed_dim = embed_dim
+        self.position_rule = position_rule
+        self.extra_tokens = int(class_token) + registers  # the rows before the patches
+        self.geometry = Geometry(patch_size, embed_dim, depth, registers)
+        self.form = "released" if self.extra_tokens or final_norm else "backbone"
         self.patch_embed = PatchEmbed(patch_size, 3, embed_dim)
-        self.pos_embed = nn.Parameter(torch.zeros(1, POS_GRID * POS_GRID, embed_dim))
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim)) if class_token else None
+        self.pos_embed = nn.Parameter(torch.zeros(1, int(class_token) + pos_grid * pos_grid, embed_dim))
+        self.register_tokens = nn.Parameter(torch.zeros(1, registers, embed_dim)) if registers else None
         if block is None:
             block = lambda: Block(embed_dim, num_heads, mlp_hidden)  # noqa: E731
         self.blocks = nn.ModuleList([block() for _ in range(depth)])
+        self.norm = nn.LayerNorm(embed_dim, eps=LN_EPS) if final_norm else None
         # Resampled position tables per grid. A cached table is valid only for the very tensor, storage and version
         # it came from, so loading a state dict (an in-place copy bumps the version) or swapping the parameter
         # invalidates it.
@@ -401,47 +435,70 @@ class VisionTransformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        """DINO's initialisation: truncated normal (std 0.02) for the table, then `init_linears_and_norms`."""
+        """DINO's initialisation: truncated normal (std 0.02) for the table and the class token, registers normal
+        (std 1e-6, DINOv2's), then `init_linears_and_norms`."""
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        if self.cls_token is not None:
+            nn.init.trunc_normal_(self.cls_token, std=0.02)
+        if self.register_tokens is not None:
+            nn.init.normal_(self.register_tokens, std=1e-6)
         init_linears_and_norms(self)
 
+    def _patch_table(self) -> Tensor:
+        """The position table's patch rows (1, g0^2, D): without the class row of the released form."""
+        return self.pos_embed[:, 1:] if self.cls_token is not None else self.pos_embed
+
     def pos_embed_for(self, grid: tuple[int, int]) -> Tensor:
-        """The position table for a (gh, gw) grid: (1, gh * gw, 384), cached per grid when no gradient flows."""
+        """The patch rows' position table for a (gh, gw) grid: (1, gh * gw, D), resampled in float32 by the network's
+        rule, cached per grid when no gradient flows."""
         pos = self.pos_embed
-        if tuple(grid) == (POS_GRID, POS_GRID) or (torch.is_grad_enabled() and pos.requires_grad):
+        if torch.is_grad_enabled() and pos.requires_grad:
             with float32_island(pos):
-                return resample_pos_embed(pos, grid)
+                return resample_pos_embed(self._patch_table(), grid, self.position_rule)
         stamp = (id(pos), pos.data_ptr(), pos._version, pos.dtype, pos.device)
-        hit = self._pos_cache.get(grid)
+        hit = self._pos_cache.get(tuple(grid))
         if hit is not None and hit[0] == stamp:
             return hit[1]
         with torch.no_grad(), float32_island(pos):
-            table = resample_pos_embed(pos.detach(), grid).contiguous()
-        self._pos_cache[grid] = (stamp, table)
+            table = resample_pos_embed(self._patch_table().detach(), grid, self.position_rule).contiguous()
+        self._pos_cache[tuple(grid)] = (stamp, table)
         return table
 
     def _check_input(self, x: Tensor) -> tuple[int, int]:
         return patch_grid(x, self.patch_size)
 
     def prepare_tokens(self, x: Tensor) -> Tensor:
-        """(B, 3, H, W) float32 -> patch tokens plus position table: (B, H/16 * W/16, 384)."""
+        """(B, 3, H, W) float32 -> the block input (B, 1 + R + H/p * W/p, D) in the released form (class token plus
+        its position row, registers, patches plus the table), (B, H/p * W/p, D) in the backbone form."""
         grid = self._check_input(x)
-        return self.patch_embed(x) + self.pos_embed_for(grid)
+        z = self.patch_embed(x) + self.pos_embed_for(grid)
+        if self.cls_token is None:
+            extras = []
+        else:
+            with float32_island(x):
+                extras = [(self.cls_token + self.pos_embed[:, :1]).expand(x.shape[0], -1, -1)]
+        if self.register_tokens is not None:
+            extras.append(self.register_tokens.expand(x.shape[0], -1, -1))
+        return torch.cat([*extras, z], dim=1) if extras else z
 
     def tokens(self, x: Tensor) -> Tensor:
-        """Block 12's output: (B, 3, H, W) float32, H and W multiples of 16 -> (B, H/16 * W/16, 384) float32."""
+        """The last block's output, final norm applied where the network has one, patch rows only:
+        (B, 3, H, W) float32, H and W multiples of p -> (B, H/p * W/p, D) float32."""
         z = self.prepare_tokens(x)
         for block in self.blocks:
             z = block(z)
-        return z
+        if self.norm is not None:
+            z = self.norm(z)
+        return z[:, self.extra_tokens:] if self.extra_tokens else z
 
     def forward(self, x: Tensor) -> Tensor:
         """Same as `tokens`."""
         return self.tokens(x)
 
     def tokens_tapped(self, x: Tensor, tap: AttentionTap) -> Tensor:
-        """`tokens(x)`, bit for bit, while `tap(i, q, k)` sees block i's (0..11, in order) queries and keys, each
-        (B, heads, H/16 * W/16, d) as its attention used them, once the attention's output is computed."""
+        """`tokens(x)`, bit for bit, while `tap(i, q, k)` sees block i's (0.., in order) queries and keys, each
+        (B, heads, rows, d) as its attention used them (every row: class token and registers too), once the
+        attention's output is computed."""
         attentions = [block.attn for block in self.blocks]
         try:
             for i, attn in enumerate(attentions):
@@ -452,14 +509,30 @@ class VisionTransformer(nn.Module):
                 attn.tap = None
 
     def last_keys(self, x: Tensor) -> Tensor:
-        """Block 12's keys W_k LN1(z) + b_k: (B, 3, H, W) float32 -> (B, H/16 * W/16, 384) float32.
-
-        Blocks 1..11 run in full; of block 12 only LN1 and the key third of `qkv` run.
-        """
+        """The last block's keys W_k LN1(z) + b_k, patch rows only: (B, 3, H, W) float32 -> (B, H/p * W/p, D)
+        float32. Every block but the last runs in full; of the last only LN1 and the key third of `qkv` run."""
         z = self.prepare_tokens(x)
         for block in self.blocks[:-1]:
             z = block(z)
-        return self.blocks[-1].keys(z)
+        keys = self.blocks[-1].keys(z)
+        return keys[:, self.extra_tokens:] if self.extra_tokens else keys
+
+
+def vision_transformer(geometry: Geometry, block: str = "plain", *, aug_mode: str = "circulant2", pos_grid: int,
+                       class_token: bool = False, final_norm: bool = False, registers: int = 0,
+                       position_rule: str = "dino") -> VisionTransformer:
+    """A ViT of any size of the family: heads of 64, MLP 4 D; block "plain", "layerscale" or "aug" (`aug_mode`);
+    `registers` of `geometry` are built only where given (the released form)."""
+    dim = geometry.width
+    heads, hidden = geometry.heads, 4 * dim
+    builders = {
+        "plain": lambda: Block(dim, heads, hidden),
+        "layerscale": lambda: LayerScaleBlock(dim, heads, hidden),
+        "aug": lambda: AugBlock(aug_mode, dim, heads, hidden),
+    }
+    return VisionTransformer(geometry.patch, dim, geometry.depth, heads, hidden, builders[block], pos_grid=pos_grid,
+                             class_token=class_token, registers=registers, final_norm=final_norm,
+                             position_rule=position_rule)
 
 
 def vit_small() -> VisionTransformer:

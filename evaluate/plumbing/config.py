@@ -44,6 +44,7 @@ class Checkpoint:
     epoch: int
     which: str
     demo: dict | None
+    position_rule: str | None = None  # None: the architecture's default for the file (docs/design.md §11)
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
             epoch=int(entry["epoch"]),
             which=entry["which"],
             demo=entry.get("demo"),
+            position_rule=entry.get("position_rule"),
         )
     for spec in config["checkpoint_globs"]:
         for ckpt in discover_checkpoints(spec["pattern"], prefix=spec["prefix"], which=spec["which"]):

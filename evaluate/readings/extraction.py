@@ -32,7 +32,8 @@ def decode_shard_inputs(*, manifest_file: str | os.PathLike, shard: str, images:
     return folder
 
 
-def extract_checkpoint_shard(*, checkpoint: str, checkpoint_file: str | os.PathLike, which: str, dataset: str,
+def extract_checkpoint_shard(*, checkpoint: str, checkpoint_file: str | os.PathLike, which: str, form: str,
+                             position_rule: str | None, dataset: str,
                              images: str, annotations: str, manifest_file: str | os.PathLike, shard: str,
                              inputs_record: str | os.PathLike, out_dir: str | os.PathLike, batch_size: int,
                              dtype: str, device: str, precision: str, threads: int, workers: int, keep: bool,
@@ -41,7 +42,8 @@ def extract_checkpoint_shard(*, checkpoint: str, checkpoint_file: str | os.PathL
     inputs (the folder beside `inputs_record`), or from its images where that folder is gone (decoded here in
     `workers` processes: the same bytes).
 
-    checkpoint, checkpoint_file, which: the checkpoint's name, file and network (`teacher`/`student`); dataset,
+    checkpoint, checkpoint_file, which: the checkpoint's name, file and network (`teacher`/`student`); form,
+    position_rule: how the network runs (`evaluate.networks.checkpoints.load_backbone`); dataset,
     images, annotations: the data set; batch_size, dtype, device (`auto`: CUDA where present), precision (the
     network's arithmetic), threads: the config's `features`. Unless `keep`, the inputs folder is dropped once every checkpoint of
     the run (`checkpoints`) has the shard's features.
@@ -51,7 +53,7 @@ def extract_checkpoint_shard(*, checkpoint: str, checkpoint_file: str | os.PathL
     from evaluate.plumbing import paths
     from evaluate.plumbing.atomic import read_json
     from evaluate.readings.features import extract_inputs, resolve_device, shard_image_ids
-    from evaluate.readings.inputs import StoredInputs, drop_if_all_extracted, open_shard_inputs
+    from evaluate.readings.inputs import DecodedInputs, StoredInputs, drop_if_all_extracted, open_shard_inputs
 
     inputs_folder = Path(inputs_record).with_suffix("")
     manifest = read_json(manifest_file)
@@ -62,7 +64,13 @@ def extract_checkpoint_shard(*, checkpoint: str, checkpoint_file: str | os.PathL
         log.info("inputs decoded once, read from %s", inputs_folder)
     else:
         log.info("%s is gone (features.keep false drops it): decoding the images here", inputs_folder)
-    loaded = load_backbone(checkpoint_file, which=which)
+    loaded = load_backbone(checkpoint_file, which=which, form=form, position_rule=position_rule)
+    side = loaded.model.geometry.keys480_side
+    if isinstance(inputs, StoredInputs) and side != inputs.keys480_side:
+        log.info("the stored inputs are %d px, this network reads keys480 at %d px: decoding the images here",
+                 inputs.keys480_side, side)
+        inputs = DecodedInputs(CocoDataset(images, annotations), image_ids, where=out_dir, workers=workers,
+                               keys480_side=side)
     device = resolve_device(device)
     meta = {
         "checkpoint": checkpoint,

@@ -134,15 +134,16 @@ def normalise(img: Image.Image) -> torch.Tensor:
     return normalise_pixels(np.asarray(img, dtype=np.uint8))
 
 
-def keys480_pixels(img: Image.Image) -> np.ndarray:
-    """The keys480 reading's pixels: whole RGB image resized to 480 x 480 (PIL LANCZOS): (480, 480, 3) uint8."""
-    resized = img.resize((KEYS480_SIZE, KEYS480_SIZE), Image.Resampling.LANCZOS)
+def keys480_pixels(img: Image.Image, side: int = KEYS480_SIZE) -> np.ndarray:
+    """The keys480 reading's pixels: whole RGB image resized to side x side (PIL LANCZOS; `Geometry.keys480_side`:
+    480, or 476 for patch 14): (side, side, 3) uint8."""
+    resized = img.resize((side, side), Image.Resampling.LANCZOS)
     return np.asarray(resized, dtype=np.uint8)
 
 
-def keys480_input(img: Image.Image) -> torch.Tensor:
-    """The keys480 reading's input: whole image resized to 480 x 480 (PIL LANCZOS), normalised: (3, 480, 480)."""
-    return normalise_pixels(keys480_pixels(img))
+def keys480_input(img: Image.Image, side: int = KEYS480_SIZE) -> torch.Tensor:
+    """The keys480 reading's input: whole image resized to side x side (PIL LANCZOS), normalised: (3, side, side)."""
+    return normalise_pixels(keys480_pixels(img, side))
 
 
 def tokens224_geometry(width: int, height: int) -> tuple[int, int, int, int]:

@@ -58,28 +58,30 @@ class InputsError(EvaluationError):
 # ------------------------------------------------------------------------------------------------------- decoding
 
 
-def decode_pixels(dataset: Any, image_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """One image's two readings before normalisation: ((480, 480, 3) uint8, (224, 224, 3) uint8).
+def decode_pixels(dataset: Any, image_id: int, keys480_side: int = KEYS480_SIZE) -> tuple[np.ndarray, np.ndarray]:
+    """One image's two readings before normalisation: ((s, s, 3) uint8, (224, 224, 3) uint8), s = `keys480_side`.
 
     dataset: anything with `open_image(id) -> RGB PIL image` (a `CocoDataset`: EXIF orientation, RGB, size check).
     """
     img = dataset.open_image(image_id)
     try:
-        return keys480_pixels(img), tokens224_pixels(img)
+        return keys480_pixels(img, keys480_side), tokens224_pixels(img)
     finally:
         img.close()
 
 
 _worker_dataset: Any = None
+_worker_side: int = KEYS480_SIZE
 
 
-def _start_worker(dataset: Any) -> None:
-    global _worker_dataset
+def _start_worker(dataset: Any, keys480_side: int = KEYS480_SIZE) -> None:
+    global _worker_dataset, _worker_side
     _worker_dataset = dataset
+    _worker_side = keys480_side
 
 
 def _decode_in_worker(image_id: int) -> tuple[np.ndarray, np.ndarray]:
-    return decode_pixels(_worker_dataset, image_id)
+    return decode_pixels(_worker_dataset, image_id, _worker_side)
 
 
 def _decode_rows(dataset: Any, ids: Sequence[int], path480: Path, path224: Path, next_row: Any) -> None:
@@ -148,9 +150,10 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("fork" if "fork" in methods else methods[0])
 
 
-def decoded_pixels(dataset: Any, image_ids: Sequence[int], workers: int = 1
+def decoded_pixels(dataset: Any, image_ids: Sequence[int], workers: int = 1, keys480_side: int = KEYS480_SIZE
                    ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """Yield (image id, pixels480 (480, 480, 3) uint8, pixels224 (224, 224, 3) uint8) in the order of `image_ids`.
+    """Yield (image id, pixels480 (s, s, 3) uint8, pixels224 (224, 224, 3) uint8) in the order of `image_ids`,
+    s = `keys480_side`.
 
     workers 1: decoded here, one image at a time. workers > 1: that many processes decode ahead of the consumer
     (results come back in order); an error in a worker (corrupt image, wrong size) is raised here, unchanged.
@@ -159,9 +162,9 @@ def decoded_pixels(dataset: Any, image_ids: Sequence[int], workers: int = 1
     workers = max(1, min(int(workers), len(ids)))
     if workers == 1:
         for image_id in ids:
-            yield (image_id, *decode_pixels(dataset, image_id))
+            yield (image_id, *decode_pixels(dataset, image_id, keys480_side))
         return
-    with _pool_context().Pool(workers, initializer=_start_worker, initargs=(dataset,)) as pool:
+    with _pool_context().Pool(workers, initializer=_start_worker, initargs=(dataset, keys480_side)) as pool:
         for image_id, pixels in zip(ids, pool.imap(_decode_in_worker, ids, chunksize=1)):
             yield (image_id, *pixels)
 
@@ -210,19 +213,22 @@ def preprocess_shard(dataset: Any, image_ids: Sequence[int], out_dir: str | os.P
 class DecodedInputs:
     """A shard's images decoded from their files, batch by batch (the decode-per-checkpoint path).
 
-    `.image_ids`; `.batches(batch_size)` yields (ids, pixels480 (b, 480, 480, 3) uint8, pixels224 (b, 224, 224, 3)
-    uint8); `.annotations_sha256` of the data set. workers: as `decoded_pixels` (1: decoded in this process).
+    `.image_ids`; `.keys480_side` (s); `.batches(batch_size)` yields (ids, pixels480 (b, s, s, 3) uint8, pixels224
+    (b, 224, 224, 3) uint8); `.annotations_sha256` of the data set. workers: as `decoded_pixels` (1: decoded in
+    this process). keys480_side: 480, or the network's own (`Geometry.keys480_side`, 476 for patch 14).
     """
 
-    def __init__(self, dataset: Any, image_ids: Sequence[int], where: str | os.PathLike = "shard", workers: int = 1):
+    def __init__(self, dataset: Any, image_ids: Sequence[int], where: str | os.PathLike = "shard", workers: int = 1,
+                 keys480_side: int = KEYS480_SIZE):
         self.dataset = dataset
         self.image_ids = check_image_ids(image_ids, where)
         self.annotations_sha256 = getattr(dataset, "annotations_sha256", None)
         self.workers = int(workers)
+        self.keys480_side = int(keys480_side)
 
     def batches(self, batch_size: int) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
         batch: list[tuple[int, np.ndarray, np.ndarray]] = []
-        for decoded in decoded_pixels(self.dataset, self.image_ids, self.workers):
+        for decoded in decoded_pixels(self.dataset, self.image_ids, self.workers, self.keys480_side):
             batch.append(decoded)
             if len(batch) == batch_size:
                 yield _stack(batch)
@@ -270,8 +276,11 @@ class StoredInputs:
     """A shard's inputs folder written by `preprocess_shard`, read batch by batch from memory-mapped arrays.
 
     expected_ids: the shard's ids from the manifest; a folder holding other ids (a stale folder of an older
-      manifest) is refused, naming the folder. Same interface as `DecodedInputs`.
+      manifest) is refused, naming the folder. Same interface as `DecodedInputs`; the folder holds keys480's pixels
+      at 480 px (`keys480_side`): a network of another side (patch 14: 476) decodes its own (`DecodedInputs`).
     """
+
+    keys480_side = KEYS480_SIZE
 
     def __init__(self, folder: str | os.PathLike, expected_ids: Sequence[int] | None = None,
                  annotations_sha256: str | None = None):

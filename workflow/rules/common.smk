@@ -111,6 +111,10 @@ def which_of(wildcards):
     return CHECKPOINTS[wildcards.checkpoint].which
 
 
+def position_rule_of(wildcards):
+    return CHECKPOINTS[wildcards.checkpoint].position_rule or ""
+
+
 def demo_dataset_of(wildcards):
     return DATASETS[wildcards.dataset].demo
 

@@ -66,8 +66,9 @@ rule extract:
         runtime=120,
     params:
         which=which_of,
+        position_rule=position_rule_of,
         dataset=dataset_of,
-        features={k: config["features"][k] for k in ("batch_size", "dtype", "device", "precision")},
+        features={k: config["features"][k] for k in ("batch_size", "dtype", "device", "precision", "form")},
         run_time=run_time_of,
         job=JOBS["extract"],
         code=CODE["extract"],
