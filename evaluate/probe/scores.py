@@ -1,10 +1,10 @@
 """The probe's scores on eval images (docs/design.md §6), and its IoU per class.
 
-Per image: logits (N224, K+1) -> (g, g) (g = sqrt(N224) = 224 / p: 14, 28, 16 for p 16, 8, 14) -> bilinear upsample
-to 224 x 224
-(`torch.nn.functional.interpolate`, align_corners=False) -> argmax (first maximum) -> confusion against the
-label map224, 255 pixels left out. Patch labels for the accuracy use the same p (224 / g), read from the tokens. mIoU (%) from the pooled confusion over classes with nonzero union
-(background included). Patch accuracy (%) = correct / valid patches, from per-image [correct, valid] ("ratio").
+Per image: logits (N224, K+1) -> (g, g) (g = sqrt(N224) = 224 / p: 14, 28, 16 for p 16, 8, 14) -> bilinear
+upsample to 224 x 224 (`torch.nn.functional.interpolate`, align_corners=False) -> argmax (first maximum) ->
+confusion against the label map224, 255 pixels left out. mIoU (%) from the pooled confusion over classes with
+nonzero union (background included). Patch accuracy (%) = correct / valid patches, from per-image [correct,
+valid] ("ratio"), the patch labels on the same grid (p = 224 / g, read from the tokens).
 95% percentile bootstrap intervals over images as for Jaccard: `probe_measures` hands the per-image statistics to
 `evaluate.scores.measures.make_measure` (reducers "miou" and "ratio" of `evaluate.scores.bootstrap.bootstrap_ci`).
 """
