@@ -4,9 +4,9 @@ For every block and head of the ViT family (plain, LayerScale, Aug-ViT; any patc
 attention rows are softmax(q k^T / 8) over the N patches (backbone form: no class token; N = (224 / p)^2 at 224 px:
 196 for p 16, 784 for p 8, 256 for p 14; N and the heads are read from the network's own queries). Each row's
 entropy H (nats, `evaluate.attention.entropy`) is reduced per image to two numbers per (block, head): the mean over
-rows of H, and the mean over rows of e^H / N (the share of the N patches the row is worth). The queries and keys are those the
-network's own attention used (`VisionTransformer.tokens_tapped`), so the tokens that come out are `tokens(x)` bit
-for bit.
+rows of H, and the mean over rows of e^H / N (the share of the N patches the row is worth). The queries and keys
+are those the network's own attention used (`VisionTransformer.tokens_tapped`), so the tokens that come out are
+`tokens(x)` bit for bit.
 
 XCiT-S12/16 has no such rows (its attention weighs channels against channels): `patch_attention` is False there and
 `tokens_and_spread` gives the tokens with None for the reading, never an error.
