@@ -160,12 +160,17 @@ def test_label_map224_uses_the_tokens224_geometry():
     assert portrait.shape == (224, 224)
 
 
+def paint_patch(m, index, values, patch=16):
+    """Write `values` (patch^2 labels) into patch `index` (row by row over the 224 / patch grid) of label map m."""
+    r, c = divmod(index, 224 // patch)
+    m[r * patch : (r + 1) * patch, c * patch : (c + 1) * patch] = np.asarray(values, np.uint8).reshape(patch, patch)
+
+
 def test_patch_labels_majority_tie_and_ignore():
     m = np.zeros((224, 224), np.uint8)
 
     def put(index, values):
-        r, c = divmod(index, 14)
-        m[r * 16 : (r + 1) * 16, c * 16 : (c + 1) * 16] = np.asarray(values, np.uint8).reshape(16, 16)
+        paint_patch(m, index, values)
 
     put(0, [3] * 130 + [1] * 126)  # majority 3
     put(1, [5] * 128 + [2] * 128)  # tie -> lowest label 2
@@ -462,8 +467,7 @@ def test_patch14_labels_on_a_16_by_16_grid_by_hand():
     m = np.zeros((224, 224), np.uint8)
 
     def put(index, values):
-        r, c = divmod(index, 16)
-        m[r * 14 : (r + 1) * 14, c * 14 : (c + 1) * 14] = np.asarray(values, np.uint8).reshape(14, 14)
+        paint_patch(m, index, values, 14)
 
     put(0, [3] * 100 + [1] * 96)  # majority 3
     put(1, [5] * 98 + [2] * 98)  # tie -> lowest label 2
