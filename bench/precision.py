@@ -132,7 +132,7 @@ def probe_miou(train: CocoDataset, train_annotations: Path, train_dir: Path, val
     classes = probe_classes(train.categories, str(train_annotations))
     reader = FeatureReader([train_dir], kinds=("tokens224",))
     index = class_index(classes, train.categories, str(train_annotations))
-    labels = dataset_patch_labels(train, reader.image_ids, index)
+    labels = dataset_patch_labels(train, reader.image_ids, index, reader.geometry.patch)
     features, targets = training_tokens(reader, labels, max_tokens=int(PROBE["max_tokens"]),
                                         seed=int(BOOTSTRAP["seed"]))
     probe = fit_probe(features, targets, len(classes) + 1, weight_decay=float(PROBE["weight_decay"]),

@@ -70,9 +70,9 @@ def real_tokens(feature_dirs: list[str], annotations: str) -> tuple[np.ndarray, 
     categories = {c: coco.cats[c]["name"] for c in coco.getCatIds()}
     classes = class_index(probe_classes(categories, annotations), categories, annotations)
     reader = FeatureReader(feature_dirs)
-    labels = dataset_patch_labels(coco, reader.image_ids, classes)
+    labels = dataset_patch_labels(coco, reader.image_ids, classes, reader.geometry.patch)
     tokens = np.concatenate([np.asarray(a, dtype=np.float32) for _, a in reader.iter_shards("tokens224")])
-    x, y = tokens.reshape(-1, 384), labels.ravel().astype(np.int64)
+    x, y = tokens.reshape(-1, tokens.shape[-1]), labels.ravel().astype(np.int64)
     keep = y != IGNORE
     return x[keep], y[keep], len(classes) + 1
 

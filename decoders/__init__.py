@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from decoders.registry import (
     DECODERS,
-    GRID,
     Decoder,
     DecoderError,
     SettingsError,
     get_decoder,
     load_selected,
+    square_grid,
     sweep_settings,
 )
 
 # The decoders, one line each: importing a decoder's module registers it.
 from decoders import ncut  # noqa: F401
 
-__all__ = ["DECODERS", "GRID", "Decoder", "DecoderError", "SettingsError", "get_decoder", "load_selected",
+__all__ = ["DECODERS", "Decoder", "DecoderError", "SettingsError", "get_decoder", "load_selected", "square_grid",
            "sweep_settings"]

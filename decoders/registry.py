@@ -9,14 +9,12 @@ settings' fields: the workflow reaches them through `get_decoder(name).Settings`
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, Sequence
 
 from evaluate import EvaluationError
-from evaluate.readings.geometry import KEYS480_GRID
-
-GRID = (KEYS480_GRID, KEYS480_GRID)  # the keys480 patch grid (rows, columns) the decoders work on
 
 
 class DecoderError(EvaluationError, ValueError):
@@ -25,6 +23,17 @@ class DecoderError(EvaluationError, ValueError):
 
 class SettingsError(DecoderError):
     """An invalid decoder setting; the message names the field, the value given and what is allowed."""
+
+
+def square_grid(n_patches: int) -> tuple[int, int]:
+    """The square patch grid (g, g) of N = g^2 keys: keys480's grid of any network (30 x 30 for p 16, 60 x 60 for
+    p 8, 34 x 34 for p 14), read from the keys rather than from a constant; DecoderError if N is not a square."""
+    n = int(n_patches)
+    side = math.isqrt(n) if n >= 0 else 0
+    if n < 4 or side * side != n:
+        raise DecoderError(f"keys have {n_patches} rows, not a square grid of at least 2 x 2 patches: "
+                           "pass the grid (rows, columns) explicitly")
+    return side, side
 
 
 class Decoder(Protocol):
@@ -40,6 +49,7 @@ class Decoder(Protocol):
                named), in a fixed order; a SettingsError names an unknown field, a missing one or a bad value.
     decode(keys, settings, grid, *, stats) -> list[GridMask]: one image's keys float (N, C) -> its masks, objects
                with `.mask` bool (gh, gw) and `.score` float in [0, 1] (decoders.masks turns them into COCO results).
+               grid: (gh, gw) with gh * gw = N (keys480's is `square_grid(N)`; decoders.shards passes it).
     sweep(keys, settings_list, grid, *, stats) -> list[list[GridMask]]: decode per setting, sharing work.
     """
 

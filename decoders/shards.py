@@ -1,9 +1,11 @@
 """A shard of keys480 through a decoder: the sweep of many settings, and the selected setting's COCO results.
 
 Label-free. The sweep file (`results/decoder/sweep/{dataset}/{shard}.npz`) holds, for n images and S settings:
-image_ids int64 (n,); settings (S,) setting names; masks uint8 (n, S, M, ceil(cells / 8)) the grid masks
+image_ids int64 (n,); settings (S,) setting names; masks uint8 (n, S, M, ceil(gh * gw / 8)) the grid masks
 bit-packed row-major (`numpy.packbits`), M the most masks any setting keeps; counts int8 (n, S) masks kept per
-setting; scores float32 (n, S, M).
+setting; scores float32 (n, S, M). The grid (gh, gw) is keys480's square grid of the keys swept (30 x 30 for p 16,
+60 x 60 for p 8, 34 x 34 for p 14); the file does not hold it: its reader takes it from the features' meta.json
+(`Geometry.keys480_grid`), so a seed sweep file is byte for byte what it was.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from decoders.masks import coco_results
 from decoders.ncut.cut import eigenvector
-from decoders.registry import GRID, DecoderError
+from decoders.registry import DecoderError, square_grid
 
 log = logging.getLogger("decoders.shards")
 
@@ -32,19 +34,25 @@ class SweepShard:
     counts: np.ndarray
     scores: np.ndarray
 
-    def union(self, row: int, setting: int, grid: Sequence[int] = GRID) -> np.ndarray:
-        """The union of the masks that `settings[setting]` keeps on image `row`: bool (gh, gw)."""
+    def union(self, row: int, setting: int, grid: Sequence[int]) -> np.ndarray:
+        """The union of the masks that `settings[setting]` keeps on image `row`: bool (gh, gw) on the sweep's grid."""
+        grid = tuple(int(v) for v in grid)
+        cells = grid[0] * grid[1]
+        if self.masks.shape[-1] != (cells + 7) // 8:
+            raise DecoderError(f"the sweep's masks hold {self.masks.shape[-1]} bytes per mask, not the "
+                               f"{(cells + 7) // 8} of a {grid[0]} x {grid[1]} grid: swept on other features")
         n = int(self.counts[row, setting])
         if n == 0:
-            return np.zeros(tuple(grid), dtype=bool)
-        cells = int(grid[0]) * int(grid[1])
+            return np.zeros(grid, dtype=bool)
         bits = np.unpackbits(self.masks[row, setting, :n], axis=-1)[:, :cells]
-        return bits.any(axis=0).reshape(tuple(grid))
+        return bits.any(axis=0).reshape(grid)
 
 
 def sweep_keys(decoder: Any, settings: Sequence[Any], image_ids: Sequence[int], keys: np.ndarray,
-               grid: Sequence[int] = GRID) -> SweepShard:
-    """Every setting on every image of a shard. keys: (n, 900, 384) float16 or float32 (a memory map is fine)."""
+               grid: Sequence[int] | None = None) -> SweepShard:
+    """Every setting on every image of a shard. keys: (n, N480, D) float16 or float32 (a memory map is fine); grid:
+    (gh, gw), None for the square grid of N480."""
+    grid = square_grid(keys.shape[1]) if grid is None else tuple(int(v) for v in grid)
     n_masks = max(s.masks for s in settings)
     cells = int(grid[0]) * int(grid[1])
     packed = np.zeros((len(image_ids), len(settings), n_masks, (cells + 7) // 8), dtype=np.uint8)
@@ -82,8 +90,10 @@ def read_sweep(path: str | os.PathLike) -> SweepShard:
 
 
 def decode_keys(decoder: Any, settings: Any, image_ids: Sequence[int], keys: np.ndarray,
-                sizes: dict[int, tuple[int, int]], grid: Sequence[int] = GRID) -> list[dict]:
-    """One setting on every image of a shard -> COCO results (RLE at each image's own (height, width) size)."""
+                sizes: dict[int, tuple[int, int]], grid: Sequence[int] | None = None) -> list[dict]:
+    """One setting on every image of a shard -> COCO results (RLE at each image's own (height, width) size).
+    keys: (n, N480, D); grid: (gh, gw), None for the square grid of N480."""
+    grid = square_grid(keys.shape[1]) if grid is None else tuple(int(v) for v in grid)
     stats = decoder.Stats()
     results: list[dict] = []
     for row, image_id in enumerate(image_ids):
@@ -95,7 +105,7 @@ def decode_keys(decoder: Any, settings: Any, image_ids: Sequence[int], keys: np.
 
 def eigenvector_of_image(manifest: dict, keys480_files: Sequence[str | os.PathLike], settings: Any,
                          image_id: int | None, dataset: str) -> tuple[int, np.ndarray]:
-    """(image id, its first cut's eigenvector float64 (30, 30)) for the eigenvector figure.
+    """(image id, its first cut's eigenvector float64 (g, g) on keys480's square grid) for the eigenvector figure.
 
     image_id: config `figures.eigenvector_image`; None takes the data set's first image. keys480_files: the
     reference checkpoint's keys480 shards of the data set, in shard order.
@@ -107,4 +117,4 @@ def eigenvector_of_image(manifest: dict, keys480_files: Sequence[str | os.PathLi
         raise ConfigError(f"config.yaml: figures.eigenvector_image: image id {wanted} is not in data set {dataset}")
     shard = next(i for i, ids in enumerate(manifest["shards"]) if wanted in ids)
     keys = np.load(keys480_files[shard], mmap_mode="r")[manifest["shards"][shard].index(wanted)]
-    return wanted, eigenvector(np.asarray(keys, dtype=np.float32), settings, GRID)
+    return wanted, eigenvector(np.asarray(keys, dtype=np.float32), settings, square_grid(keys.shape[0]))

@@ -391,3 +391,41 @@ def test_percent_measures_keep_their_entries_unchanged():
     """An existing measure's entry gains no field (its records stay byte-identical) and reads scale PERCENT."""
     entry = make_measure("jaccard", image_ids=[1, 2], per_image=[0.25, 0.75], reducer="mean", resamples=10, seed=0)
     assert "scale" not in entry and measure_scale(entry) == PERCENT and entry["value"] == pytest.approx(50.0)
+
+
+# ------------------------------------------------------------------------- other networks' geometry (§11, §13)
+
+
+def test_a_two_block_patch8_network_reads_784_patches_and_its_heads():
+    """ViT with 8 x 8 patches, 128 wide (2 heads of 64), 2 blocks: at 224 px its rows run over 784 patches and sum
+    to 1; the default query is the 28 x 28 grid's centre (406), not the seed's 105."""
+    from evaluate.attention.network import query_patch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        net = VisionTransformer(patch_size=8, embed_dim=128, depth=2, num_heads=2).eval()
+    x = torch.randn(1, 3, 224, 224)
+    with torch.inference_mode():
+        tokens, reading = tokens_and_spread(net, x)
+    assert tokens.shape == (1, 784, 128) and reading.entropy.shape == reading.spread.shape == (1, 2, 2)
+    assert (reading.entropy <= math.log(784) + 1e-5).all() and (reading.spread >= 1 / 784 - 1e-7).all()
+    rows = attention_rows(net, x, patch=None)
+    assert rows.shape == (1, 2, 784)
+    assert torch.allclose(rows.sum(-1), torch.ones(1, 2), atol=1e-5)
+    assert torch.equal(rows, attention_rows(net, x, patch=406))  # row 14, column 14
+    assert query_patch(None, 784, (224, 224)) == 14 * 28 + 14
+    assert query_patch(None, 196, (224, 224)) == 105 and query_patch(None, 256, (224, 224)) == 8 * 16 + 8
+    with pytest.raises(AttentionError, match=r"patch 784 out of range for 784 patches \(the 28 x 28 grid of 8-px"):
+        attention_rows(net, x, patch=784)
+
+
+def test_the_per_patch_figure_draws_a_patch8_grid(tmp_path):
+    from PIL import Image
+
+    from evaluate.outputs.attention_figures import patch_rows_figure
+
+    rows = np.full((2, 784), 1 / 784, np.float32)
+    out = patch_rows_figure(np.zeros((224, 224, 3), np.uint8), rows, 406, "p 8", tmp_path / "rows.png")
+    assert Image.open(out).size[0] > 0
+    with pytest.raises(Exception, match="do not fit"):
+        patch_rows_figure(np.zeros((224, 224, 3), np.uint8), rows[:, :783], 0, "bad", tmp_path / "bad.png")

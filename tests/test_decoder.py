@@ -753,3 +753,64 @@ def test_eigenvector_is_the_dense_generalised_eigenvector_of_the_first_cut():
     ref = ref * np.sign(ref[np.argmax(np.abs(ref))])
     assert x.shape == (12, 10)
     np.testing.assert_allclose(x.reshape(-1), ref, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Other networks' keys480 grids (docs/design.md §5, §11): the grid is the keys' own square grid
+
+
+def _check_parity_on(keys, grid):
+    """The decoder with no grid given (the keys' square grid) against the dense reference on `grid`."""
+    (ours,) = ncut_decode(keys, TOKENCUT)
+    assert ours.mask.shape == grid and ours.mask.dtype == bool
+    ref_mask, x, affinity = reference_tokencut(keys, grid)
+    tied = [np.array_equal(ours.mask.ravel(), m) for m in reference_tied_masks(x, grid)]
+    assert np.array_equal(ours.mask.ravel(), ref_mask) or any(tied)
+    assert ours.ncut == pytest.approx(reference_ncut(ours.mask.ravel(), affinity), rel=1e-9, abs=1e-12)
+    return ours
+
+
+def test_patch14_keys_on_a_34_by_34_grid_equal_the_dense_reference():
+    """DINOv2 /14 at 476 px: keys (1156, 768); the grid 34 x 34 comes from the keys, the mask equals eigh(D - A, D)'s
+    and goes back to the image's own size."""
+    ours = _check_parity_on(structured_keys(0, (34, 34), 768), (34, 34))
+    (result,) = coco_results(5, [ours], 37, 53)
+    assert result["segmentation"]["size"] == [37, 53]
+    assert np.array_equal(mask_utils.decode(result["segmentation"]).astype(bool), grid_to_image(ours.mask, 37, 53))
+
+
+@pytest.mark.slow
+def test_patch8_keys_on_a_60_by_60_grid_equal_the_dense_reference():
+    """ViT-S/8 at 480 px: keys (3600, 384) on 60 x 60 (the dense reference takes seconds at 3,600 nodes)."""
+    _check_parity_on(structured_keys(1, (60, 60), 384), (60, 60))
+
+
+def test_patch8_grid_is_read_from_the_keys_and_a_non_square_count_is_refused():
+    keys = structured_keys(2, (60, 60), 64)
+    (mask,) = ncut_decode(keys, TOKENCUT)
+    assert mask.mask.shape == (60, 60)
+    (explicit,) = ncut_decode(keys, TOKENCUT, (60, 60))
+    assert np.array_equal(mask.mask, explicit.mask)
+    assert decoders.square_grid(3600) == (60, 60) and decoders.square_grid(1156) == (34, 34)
+    with pytest.raises(DecoderError, match="899 rows, not a square grid"):
+        ncut_decode(keys[:899], TOKENCUT)
+
+
+def test_sweep_shard_round_trip_on_a_34_by_34_grid(tmp_path):
+    """A sweep of p-14 keys: packed masks on 34 x 34 read back with the grid of the features' geometry; read with
+    the seed's 30 x 30 grid the shard is refused, not misread."""
+    from decoders.shards import read_sweep, sweep_keys, write_sweep
+
+    keys = np.stack([structured_keys(seed, (34, 34), 32) for seed in range(2)])
+    settings = [TOKENCUT, setting(masks=2)]
+    shard = sweep_keys(ncut_module, settings, [4, 9], keys)
+    write_sweep(tmp_path / "000.npz", shard)
+    back = read_sweep(tmp_path / "000.npz")
+    for row in range(2):
+        for s, one in enumerate(settings):
+            union = np.zeros((34, 34), bool)
+            for m in ncut_decode(keys[row], one):
+                union |= m.mask
+            assert np.array_equal(back.union(row, s, (34, 34)), union)
+    with pytest.raises(DecoderError, match="not the 113 of a 30 x 30 grid"):
+        back.union(0, 0, (30, 30))

@@ -209,3 +209,45 @@ def test_agreement_scatter_is_deterministic(tmp_path):
     one = agreement_scatter(a, b, entry, ("Jaccard", "probe mIoU"), "val", tmp_path / "s1.png")
     two = agreement_scatter(a, b, entry, ("Jaccard", "probe mIoU"), "val", tmp_path / "s2.png")
     assert png_size_and_text(one)[0] == (640, 400) and one.read_bytes() == two.read_bytes()
+
+
+def test_eigenvector_of_a_patch14_network_is_drawn_on_its_34_grid_beside_a_476_px_image(tmp_path, monkeypatch):
+    """The eigenvector job reads the keys' grid (34 x 34) from keys (1156, D) and the image side from the shard's
+    meta.json (DINOv2 /14: 476); the figure shows the image at 476 x 476 beside the 34 x 34 map."""
+    from types import SimpleNamespace
+
+    import matplotlib.axes
+    import yaml
+
+    from decoders.ncut.settings import TOKENCUT
+    from evaluate.jobs.ledger import eigenvector
+    from evaluate.readings.geometry import Geometry
+
+    geometry = Geometry(patch=14, width=64)
+    shard = tmp_path / "000"
+    shard.mkdir()
+    rng = np.random.default_rng(3)
+    keys = rng.normal(size=(2, 34, 34, 64)).astype(np.float32)
+    keys[:, 8:20, 10:25] += 2.5 * rng.normal(size=64).astype(np.float32)
+    np.save(shard / "keys480.npy", keys.reshape(2, 34 * 34, 64))
+    (shard / "meta.json").write_text(json.dumps(geometry.as_meta()))
+    (tmp_path / "manifest.json").write_text(json.dumps({"image_ids": [4, 9], "shards": [[4, 9]]}))
+    (tmp_path / "selected.yaml").write_text(yaml.safe_dump({"decoder": "ncut", "settings": TOKENCUT.to_dict()}))
+    out = tmp_path / "eig.npz"
+    smk = SimpleNamespace(
+        input=SimpleNamespace(keys480=[str(shard / "keys480.npy")], meta=str(shard / "meta.json"),
+                              manifest=str(tmp_path / "manifest.json"), selected=str(tmp_path / "selected.yaml")),
+        params=SimpleNamespace(image=9), wildcards=SimpleNamespace(dataset="val"), output=[str(out)])
+    eigenvector(smk)
+    with np.load(out) as saved:
+        assert int(saved["image_id"]) == 9 and saved["vector"].shape == (34, 34)
+        assert int(saved["keys480_side"]) == geometry.keys480_side == 476
+        vector, side = saved["vector"], int(saved["keys480_side"])
+
+    shown = []
+    real = matplotlib.axes.Axes.imshow
+    monkeypatch.setattr(matplotlib.axes.Axes, "imshow",
+                        lambda ax, x, **kw: shown.append(np.shape(x)) or real(ax, x, **kw))
+    Image.fromarray(np.zeros((50, 70, 3), np.uint8)).save(tmp_path / "img.png")
+    eigenvector_figure(tmp_path / "img.png", vector, tmp_path / "fig.png", side=side)
+    assert shown == [(476, 476, 3), (34, 34)]

@@ -160,12 +160,17 @@ def test_label_map224_uses_the_tokens224_geometry():
     assert portrait.shape == (224, 224)
 
 
+def paint_patch(m, index, values, patch=16):
+    """Write `values` (patch^2 labels) into patch `index` (row by row over the 224 / patch grid) of label map m."""
+    r, c = divmod(index, 224 // patch)
+    m[r * patch : (r + 1) * patch, c * patch : (c + 1) * patch] = np.asarray(values, np.uint8).reshape(patch, patch)
+
+
 def test_patch_labels_majority_tie_and_ignore():
     m = np.zeros((224, 224), np.uint8)
 
     def put(index, values):
-        r, c = divmod(index, 14)
-        m[r * 16 : (r + 1) * 16, c * 16 : (c + 1) * 16] = np.asarray(values, np.uint8).reshape(16, 16)
+        paint_patch(m, index, values)
 
     put(0, [3] * 130 + [1] * 126)  # majority 3
     put(1, [5] * 128 + [2] * 128)  # tie -> lowest label 2
@@ -290,8 +295,10 @@ def test_fit_learns_and_ignores_255_and_absent_classes():
     assert not np.isin(pred, [4, 5]).any()
     with pytest.raises(ProbeError, match="0..5"):
         fit(x, np.full(len(y), 6), 6)
-    with pytest.raises(ProbeError, match="384"):
-        fit(x[:, :10], y, 6)
+    with pytest.raises(ProbeError, match=r"\(N, D\) with labels \(N,\)"):
+        fit(x, y[:10], 6)
+    with pytest.raises(ProbeError, match="tokens 384 wide"):  # a probe reads its own network's width only
+        probe.logits(x_test[:, :10])
 
 
 def test_objective_matches_scikit_learn_mapping():
@@ -450,3 +457,65 @@ def test_onednn_and_mkl_products_fit_the_same_probe(monkeypatch):
     assert fast.meta["final_objective"] == pytest.approx(plain.meta["final_objective"], rel=1e-4)
     centred = [p.logits(x[:500]) - p.logits(x[:500]).mean(axis=1, keepdims=True) for p in (fast, plain)]
     np.testing.assert_allclose(*centred, atol=1e-3)  # softmax is blind to a shift shared by all classes
+
+
+# ------------------------------------------------------------------------- other networks' geometry (§6, §11)
+
+
+def test_patch14_labels_on_a_16_by_16_grid_by_hand():
+    """DINOv2 /14: 16 x 16 patches of 14 x 14 = 196 pixels; more than 98 ignore pixels -> ignored."""
+    m = np.zeros((224, 224), np.uint8)
+
+    def put(index, values):
+        paint_patch(m, index, values, 14)
+
+    put(0, [3] * 100 + [1] * 96)  # majority 3
+    put(1, [5] * 98 + [2] * 98)  # tie -> lowest label 2
+    put(2, [255] * 99 + [4] * 97)  # 99 > 98 ignore -> ignored
+    put(3, [255] * 98 + [4] * 60 + [0] * 38)  # exactly 98 ignore: still labelled, 4 wins
+    put(16, [7] * 70 + [0] * 60 + [255] * 66)  # row 1, col 0: 7 wins over background, ignore not counted
+    put(255, [9] * 196)  # the last patch, row 15, col 15
+    labels = patch_labels(m, 14)
+    assert labels.dtype == np.uint8 and labels.shape == (256,)
+    assert labels[[0, 1, 2, 3, 16, 255]].tolist() == [3, 2, 255, 4, 7, 9]
+    assert (labels[np.setdiff1d(np.arange(256), [0, 1, 2, 3, 16, 255])] == 0).all()
+    assert patch_labels(m).shape == (196,)  # the seed's 16-px patches unless the features' patch is given
+    with pytest.raises(ProbeError, match="patch 12 does not divide"):
+        patch_labels(m, 12)
+
+
+def test_patch8_labels_on_a_28_by_28_grid_by_hand():
+    """ViT-S/8: 28 x 28 patches of 64 pixels; more than 32 ignore pixels -> ignored."""
+    m = np.zeros((224, 224), np.uint8)
+    m[:8, 8:16] = np.asarray([255] * 33 + [6] * 31, np.uint8).reshape(8, 8)  # patch 1: ignored
+    m[:8, 16:24] = np.asarray([255] * 32 + [6] * 32, np.uint8).reshape(8, 8)  # patch 2: 6
+    m[8:16, :8] = 4  # patch 28 (row 1, col 0)
+    labels = patch_labels(m, 8)
+    assert labels.shape == (784,)
+    assert labels[[0, 1, 2, 28, 783]].tolist() == [0, 255, 6, 4, 0]
+
+
+def test_probe_trains_and_scores_on_width_768_tokens_of_a_16_by_16_grid():
+    """ViT-B (D 768) with patch 14: the probe's width comes from the tokens, logits (256, C) go through the 16 x 16
+    grid to 224 x 224, and the patch accuracy uses 14-px patch labels."""
+    rng = np.random.default_rng(5)
+    n_images, d = 4, 768
+    centres = rng.normal(size=(3, d)).astype(np.float32)
+    maps = np.zeros((n_images, 224, 224), np.uint8)
+    for i in range(n_images):
+        maps[i, 14 * (2 + i) : 14 * (9 + i), 28:140] = 1 + i % 2  # whole 14-px patches of class 1 or 2
+    labels = np.stack([patch_labels(m, 14) for m in maps])
+    tokens = (centres[labels.astype(np.int64)] + 0.3 * rng.normal(size=(n_images, 256, d))).astype(np.float32)
+
+    x, y = training_tokens(FakeReader(tokens, 3), labels, max_tokens=10**6, seed=0)
+    assert x.shape == (n_images * 256, d)
+    probe = fit(x, y, 3, max_iter=50)
+    assert probe.weight.shape == (3, d) and probe.width == d
+    stats = score_image(probe, tokens[0], maps[0])
+    assert (stats.correct, stats.valid) == (256, 256)  # every patch right: the labels are on the tokens' grid
+    assert sum(count for _, _, count in stats.confusion) == 224 * 224
+    predicted = predict_map224(probe.logits(tokens[1]))
+    assert predicted.shape == (224, 224)
+    assert predicted[7::14, 7::14].tolist() == labels[1].reshape(16, 16).tolist()  # each 14-px patch's centre
+    with pytest.raises(ProbeError, match="not \\(m, 196, D\\)"):  # the seed's 196 labels for 256 tokens: refused
+        training_tokens(FakeReader(tokens, 3), np.stack([patch_labels(m) for m in maps]), max_tokens=10, seed=0)

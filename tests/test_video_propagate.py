@@ -15,6 +15,7 @@ from evaluate import ConfigError, EvaluationError
 from evaluate.datasets.davis import DavisDataset, VideoSequence, read_mask
 from evaluate.demo.videos import write_sequence
 from evaluate.networks.registry import REGISTRY
+from evaluate.readings.geometry import Geometry
 from evaluate.video import propagate
 from evaluate.video.measures import jaccard
 from evaluate.video.propagate import (
@@ -327,3 +328,66 @@ def test_the_step_runs_on_one_cpu_thread_and_gives_the_threads_back():
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------------------------ other networks' geometry
+
+
+class PatchColours8(torch.nn.Module):
+    """PatchColours on 8 x 8 patches, saying so through its `geometry` (p 8, 3 wide), as the registry's networks do."""
+
+    geometry = Geometry(patch=8, width=3, depth=1)
+
+    def tokens(self, x: torch.Tensor) -> torch.Tensor:
+        pooled = torch.nn.functional.avg_pool2d(x, 8)  # (1, 3, h/8, w/8)
+        return pooled.flatten(2).transpose(1, 2) + 1e-3 * torch.arange(3.0)
+
+
+def test_a_patch8_network_propagates_on_its_own_grid_to_masks_of_the_frame_size(tmp_path):
+    """p 8: frames 336 x 192 at height 192 -> 320 x 192, a 24 x 40 grid (the seed's would be 12 x 20), upsampled x8;
+    the masks follow the shapes."""
+    root = tmp_path / "davis"
+    write_sequence(root, "walk", moving_shapes(5, (192, 336), 2, seed=5))
+    seq = DavisDataset(root).sequence("walk")
+    run = propagate_sequence(PatchColours8(), seq, _settings(height=192, n_last_frames=3, neighbourhood=8),
+                             tmp_path / "out")
+    assert (run.n_frames, run.frame_size, run.grid) == (5, (192, 336), (24, 40))
+    for t in range(1, 5):
+        pred, truth = read_mask(tmp_path / "out" / f"{t:05d}.png", result=True), read_mask(seq.masks[t])
+        assert pred.shape == (192, 336)
+        for k in (1, 2):
+            assert jaccard(pred == k, truth == k) > 0.7, (t, k)
+
+
+def test_a_two_block_patch8_vit_gives_label_maps_of_the_frame_size(tmp_path):
+    """A real ViT with 8 x 8 patches (2 blocks, 64 wide): its tokens are read on the 8-px grid, not the seed's."""
+    from evaluate.networks.vit import VisionTransformer
+
+    root = small_davis(tmp_path / "davis")
+    whole = DavisDataset(root).sequence("shapes2")  # 200 x 96 frames -> 128 x 64 at height 64: an 8 x 16 grid
+    seq = VideoSequence(whole.name, whole.frames[:3], whole.masks[:3])
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        network = VisionTransformer(patch_size=8, embed_dim=64, depth=2, num_heads=1).eval()
+    network.geometry = Geometry(patch=8, width=64, depth=2)  # what the registry's networks carry (issue 25)
+    run = propagate_sequence(network, seq, _settings(height=64, n_last_frames=2, neighbourhood=3), tmp_path / "a")
+    assert run.grid == (8, 16)
+    for frame in seq.frames:
+        ids = read_mask(tmp_path / "a" / f"{frame.stem}.png", result=True)
+        assert ids.shape == (96, 200) and ids.max() <= 2
+    del network.geometry  # without its geometry it is taken for the seed's p 16, and its 128 tokens are refused
+    with pytest.raises(PropagationError, match="128 tokens .* not the 4 x 8 patches"):
+        propagate_sequence(network, seq, _settings(height=64), tmp_path / "b")
+
+
+def test_labels_from_soft_upsamples_by_the_patch():
+    """x14 for a p-14 network: a 2 x 3 grid becomes 28 x 42 pixels, the frame's own size, with no resampling left."""
+    soft = torch.full((2, 6), 0.5)
+    soft[0, 4], soft[1, 4] = 0.0, 1.0  # object 1 on the patch at row 1, column 1
+    ids = labels_from_soft(soft, (2, 3), (28, 42), patch=14)
+    up = torch.nn.functional.interpolate(soft.reshape(1, 2, 2, 3), size=(28, 42), mode="bilinear",
+                                         align_corners=False)[0]
+    low, high = up.amin(dim=(1, 2), keepdim=True), up.amax(dim=(1, 2), keepdim=True)
+    reference = ((up - low) / (high - low)).argmax(dim=0).numpy()
+    assert ids.shape == (28, 42) and np.array_equal(ids, reference) and ids[21, 21] == 1
+    assert not np.array_equal(labels_from_soft(soft, (2, 3), (28, 42), patch=16), reference)  # x16 is not that

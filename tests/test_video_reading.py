@@ -135,3 +135,22 @@ def test_resize_nearest_equals_pil_nearest_on_label_maps(mode, shape, size):
         img.putpalette([v for i in range(256) for v in (i, i, i)])
     pil = np.asarray(img.resize((size[1], size[0]), Image.Resampling.NEAREST))
     assert np.array_equal(resize_nearest(labels, size), pil)
+
+
+def test_frames480_size_follows_the_network_s_patch():
+    """DINO's rule for p 8 (its grid 60 x 104); p 14 rounds both sides down to multiples of 14 (docs/design.md §11)."""
+    from evaluate.readings.geometry import Geometry
+
+    p8, p14 = Geometry(patch=8), Geometry(patch=14, width=768)
+    assert frames480_size(854, 480, 480, p8) == (832, 480)
+    assert frames480_size(854, 480, 480, p14) == (840, 476)  # 476 = 34 x 14, 840 = 60 x 14
+    assert frames480_size(480, 854, 480, p14) == (476, 840)  # portrait
+    assert frames480_size(500, 500, 480, p14) == (476, 476)
+    assert frames480_size(854, 480, 480) == (832, 480)  # the seed's unless a geometry is given
+    assert frames480_size(854, 480, 40, p8) == (64, 40)  # 40: a multiple of 8, not of 16
+    with pytest.raises(ValueError, match="multiple of 16"):
+        frames480_size(854, 480, 40)
+    with pytest.raises(ValueError, match="at least the patch \\(14 px\\)"):
+        frames480_size(854, 480, 13, p14)
+    pixels = frames480_pixels(Image.new("RGB", (854, 480), (9, 99, 199)), 480, p14)
+    assert pixels.shape == (476, 840, 3)

@@ -1,6 +1,7 @@
 """Mean-centred normalized cut on keys480 (docs/design.md §5): masks on the patch grid, label-free.
 
-Per image, keys (N, C) on a (gh, gw) grid, N = gh * gw (keys480: 900 x 384 on 30 x 30):
+Per image, keys (N, C) on a (gh, gw) grid, N = gh * gw (keys480: N480 x D on the square grid of side sqrt(N480),
+30 x 30 for p 16, 60 x 60 for p 8, 34 x 34 for p 14; a grid of None is that square grid):
 
 1. centre: subtract the image's mean key (setting `centre`); L2-normalise each key. A key whose norm is below
    1e-9 of the image's largest key norm counts as a zero vector (cosine 0 with every key, itself included).
@@ -47,7 +48,7 @@ import scipy.ndimage
 
 from decoders.ncut.settings import NcutSettings
 from decoders.ncut.solver import SOLVERS, SolverStats, _fiedler, _one_blas_thread
-from decoders.registry import GRID, DecoderError
+from decoders.registry import DecoderError, square_grid
 
 # |float32 S - exact S| for unit vectors of C entries is below C * 2^-24 (accumulation) plus input rounding:
 # entries within S_BAND_PER_CHANNEL * (C + 16) of tau (4e-5 for keys480's 384 channels) are recomputed in float64.
@@ -75,17 +76,21 @@ class GridMask:
 
 
 
-def check_keys(keys, grid: Sequence[int] = GRID) -> tuple[np.ndarray, tuple[int, int]]:
-    """Validate one image's keys against its grid: -> (keys float64 (N, C), (gh, gw)); DecoderError if bad."""
+def check_keys(keys, grid: Sequence[int] | None = None) -> tuple[np.ndarray, tuple[int, int]]:
+    """Validate one image's keys against its grid: -> (keys float64 (N, C), (gh, gw)); DecoderError if bad.
+
+    grid None: the square grid of the keys' N rows (`decoders.registry.square_grid`), as keys480 always is."""
+    arr = np.asarray(keys)
+    if arr.ndim != 2:
+        raise DecoderError(f"keys must be a 2-D array (patches, channels), got shape {arr.shape}")
+    if grid is None:
+        grid = square_grid(arr.shape[0])
     try:
         gh, gw = (int(v) for v in grid)
     except (TypeError, ValueError):
         raise DecoderError(f"grid must be two integers (rows, columns), got {grid!r}") from None
     if gh < 2 or gw < 2:
         raise DecoderError(f"grid must be at least 2 x 2 patches, got {gh} x {gw}")
-    arr = np.asarray(keys)
-    if arr.ndim != 2:
-        raise DecoderError(f"keys must be a 2-D array (patches, channels), got shape {arr.shape}")
     if arr.shape[0] != gh * gw:
         raise DecoderError(f"keys have {arr.shape[0]} rows but the grid {gh} x {gw} has {gh * gw} patches")
     if arr.shape[1] < 1:
@@ -383,13 +388,14 @@ def _image_cuts(keys, grid: Sequence[int], solver: str, stats: SolverStats | Non
 def ncut_sweep(
     keys,
     settings_list: Sequence[NcutSettings],
-    grid: Sequence[int] = GRID,
+    grid: Sequence[int] | None = None,
     solver: str = "lanczos",
     stats: SolverStats | None = None,
 ) -> list[list[GridMask]]:
     """Decode one image under many settings: -> one list of GridMask per setting, in the order given.
 
-    keys: (N, C) float array of one image (keys480: (900, 384)); grid (gh, gw) with gh * gw = N.
+    keys: (N, C) float array of one image (keys480: (N480, D)); grid (gh, gw) with gh * gw = N, None for the square
+    grid of N.
     The cosine matrix is computed once per centre flag, the thresholded affinity once per (centre, tau), each
     eigenproblem once per (centre, tau, eps, patches taken); results equal `ncut_decode` setting by setting.
     """
@@ -405,7 +411,7 @@ def ncut_sweep(
 def ncut_decode(
     keys,
     settings: NcutSettings,
-    grid: Sequence[int] = GRID,
+    grid: Sequence[int] | None = None,
     solver: str = "lanczos",
     stats: SolverStats | None = None,
 ) -> list[GridMask]:
@@ -416,7 +422,7 @@ def ncut_decode(
 def eigenvector(
     keys,
     settings: NcutSettings,
-    grid: Sequence[int] = GRID,
+    grid: Sequence[int] | None = None,
     solver: str = "lanczos",
     stats: SolverStats | None = None,
 ) -> np.ndarray:

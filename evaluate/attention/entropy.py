@@ -1,7 +1,8 @@
 """The entropy of an attention row (docs/design.md §13): H = -sum_j a_j ln a_j in nats, with 0 ln 0 = 0.
 
-A row of N weights has H in [0, ln N]: 0 for a row on one patch, ln N for a uniform row (ln 196 = 5.278 nats at
-224 px). e^H is the number of patches whose equal shares would be as spread out.
+A row of N weights has H in [0, ln N]: 0 for a row on one patch, ln N for a uniform row (at 224 px ln 196 = 5.278
+nats for p 16, ln 784 = 6.664 for p 8, ln 256 = 5.545 for p 14). e^H is the number of patches whose equal shares
+would be as spread out.
 
 From the logits s of a row (the scores q k^T / sqrt(d)) the entropy is taken as H = -sum_j a_j ln a_j with
 ln a = log_softmax(s) and a = e^{ln a}: every term a_j ln a_j is <= 0, so nothing cancels, a weight that underflows

@@ -1,11 +1,12 @@
 """The attention-spread reading through a network (docs/design.md §13), in the pass that gives tokens224.
 
-For every block and head of the ViT-S/16 family (plain, LayerScale, Aug-ViT) the attention rows are
-softmax(q k^T / 8) over the patches (backbone form: no class token; 196 at 224 px). Each row's entropy H (nats,
-`evaluate.attention.entropy`) is reduced per image to two numbers per (block, head): the mean over rows of H, and
-the mean over rows of e^H / N (the share of the N patches the row is worth). The queries and keys are those the
-network's own attention used (`VisionTransformer.tokens_tapped`), so the tokens that come out are `tokens(x)` bit
-for bit.
+For every block and head of the ViT family (plain, LayerScale, Aug-ViT; any patch p and width D, D / 64 heads) the
+attention rows are softmax(q k^T / 8) over the N patches (backbone form: no class token; N = (224 / p)^2 at 224 px:
+196 for p 16, 784 for p 8, 256 for p 14; N and the heads are read from the network's own queries). Each row's
+entropy H (nats, `evaluate.attention.entropy`) is reduced per image to two numbers per (block, head): the mean over
+rows of H, and the mean over rows of e^H / N (the share of the N patches the row is worth). The queries and keys
+are those the network's own attention used (`VisionTransformer.tokens_tapped`), so the tokens that come out are
+`tokens(x)` bit for bit.
 
 XCiT-S12/16 has no such rows (its attention weighs channels against channels): `patch_attention` is False there and
 `tokens_and_spread` gives the tokens with None for the reading, never an error.
@@ -13,6 +14,7 @@ XCiT-S12/16 has no such rows (its attention weighs channels against channels): `
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -68,7 +70,7 @@ class _SpreadTap:
 def tokens_and_spread(model: nn.Module, x: Tensor) -> tuple[Tensor, AttentionSpread | None]:
     """Block 12's output and the attention-spread reading from one forward pass.
 
-    x: (B, 3, H, W) float32, sides multiples of 16 (224 x 224 for tokens224). Returns (tokens (B, N, 384) float32,
+    x: (B, 3, H, W) float32, sides multiples of p (224 x 224 for tokens224). Returns (tokens (B, N, D) float32,
     equal bit for bit to `model.tokens(x)`; the reading, entropy and spread each (B, blocks, heads) float32), or
     (tokens, None) for a network without patch attention (XCiT).
     """
@@ -79,12 +81,30 @@ def tokens_and_spread(model: nn.Module, x: Tensor) -> tuple[Tensor, AttentionSpr
     return tokens, tap.result(len(model.blocks))
 
 
-def attention_rows(model: nn.Module, x: Tensor, patch: int, block: int = -1) -> Tensor:
+def query_patch(patch: int | None, n_patches: int, size: tuple[int, int]) -> int:
+    """The query's index, row by row, in the (gh, gw) grid of square patches that cuts an input of `size` (H, W) into
+    `n_patches`: `patch` checked against that grid, or its centre patch (row gh // 2, column gw // 2) for None (at
+    224 px: 105 for p 16, 406 for p 8, 136 for p 14). AttentionError for an index outside the grid."""
+    height, width = (int(v) for v in size)
+    p = math.isqrt(height * width // max(1, int(n_patches)))
+    gh, gw = (height // p, width // p) if p else (0, 0)
+    if gh * gw != n_patches:
+        raise AttentionError(f"{n_patches} patches do not cut a {width} x {height} input into square patches")
+    if patch is None:
+        return (gh // 2) * gw + gw // 2
+    if isinstance(patch, bool) or int(patch) != patch or not 0 <= patch < n_patches:
+        raise AttentionError(f"patch {patch!r} out of range for {n_patches} patches (the {gh} x {gw} grid of "
+                             f"{p}-px patches: 0 .. {n_patches - 1})")
+    return int(patch)
+
+
+def attention_rows(model: nn.Module, x: Tensor, patch: int | None, block: int = -1) -> Tensor:
     """The attention weights of one query patch in one block, per head: what a head looks at from `patch`.
 
-    x: (B, 3, H, W) float32; patch: the query's index in the grid, row by row (0 .. N - 1; at 224 px the centre
-    patch (7, 7) is 7 * 14 + 7 = 105); block: 0-based, negative from the end (default the last). Returns
-    (B, heads, N) float32, each row softmax(q_patch k^T / sqrt(d)) over the N patches, summing to 1.
+    x: (B, 3, H, W) float32; patch: the query's index in the grid, row by row (0 .. N - 1), or None for the grid's
+    centre patch (`query_patch`: at 224 px (7, 7) = 105 for p 16, (14, 14) = 406 for p 8, (8, 8) = 136 for p 14);
+    block: 0-based, negative from the end (default the last). Returns (B, heads, N) float32, each row
+    softmax(q_patch k^T / sqrt(d)) over the N patches, summing to 1; N and the heads are the network's own.
     """
     if not gives_attention_spread(model):
         raise AttentionError(f"{type(model).__name__} has no attention over patches (its attention runs across "
@@ -97,10 +117,9 @@ def attention_rows(model: nn.Module, x: Tensor, patch: int, block: int = -1) -> 
 
     def tap(i: int, q: Tensor, k: Tensor) -> None:
         if i == index:
-            if not 0 <= patch < q.shape[-2]:
-                raise AttentionError(f"attention rows: patch {patch} out of range for {q.shape[-2]} patches")
+            at = query_patch(patch, q.shape[-2], tuple(x.shape[-2:]))
             with torch.autocast(q.device.type, enabled=False):
-                query = q[:, :, patch : patch + 1].float() * q.shape[-1] ** -0.5
+                query = q[:, :, at : at + 1].float() * q.shape[-1] ** -0.5
                 rows.append((query @ k.float().transpose(-2, -1)).softmax(-1)[:, :, 0])
 
     with torch.inference_mode():

@@ -148,16 +148,18 @@ def write_attention_record(*, checkpoint: str, run: str | None, epoch: int | Non
 
 
 def write_attention_rows(*, checkpoint_file: str | os.PathLike, which: str, images: str, annotations: str,
-                         manifest_file: str | os.PathLike, image_id: int | None, patch: int,
+                         manifest_file: str | os.PathLike, image_id: int | None, patch: int | None,
                          out: str | os.PathLike) -> Path:
-    """One image's last-block attention rows of one query patch, per head, into `out` (.npz: `image_id`, `patch`,
-    `rows` (heads, N) float32 summing to 1 per head, `pixels224` (224, 224, 3) uint8; no `rows` for XCiT).
+    """One image's last-block attention rows of one query patch, per head, into `out` (.npz: `image_id`, `patch`
+    (the index used), `rows` (heads, N) float32 summing to 1 per head, `pixels224` (224, 224, 3) uint8; no `rows`
+    for XCiT).
 
-    image_id: None takes the data set's first image; patch: the query's index in the 14 x 14 grid, row by row
-    (config `figures.attention_patch`; its default is the centre patch, 7 * 14 + 7 = 105).
+    image_id: None takes the data set's first image; patch: the query's index in the network's g x g grid at 224 px
+    (g = 224 / p), row by row (config `figures.attention_patch`); None, its default, the centre patch of that grid
+    (105 for p 16, 406 for p 8, 136 for p 14). An index outside the network's grid is a ConfigError.
     """
     from evaluate import ConfigError
-    from evaluate.attention.network import attention_rows, gives_attention_spread
+    from evaluate.attention.network import attention_rows, gives_attention_spread, query_patch
     from evaluate.datasets.coco import CocoDataset
     from evaluate.networks.checkpoints import load_backbone
     from evaluate.plumbing.atomic import atomic_path, read_json
@@ -170,10 +172,15 @@ def write_attention_rows(*, checkpoint_file: str | os.PathLike, which: str, imag
         raise ConfigError(f"config.yaml: image id {wanted} is not in data set {manifest_file}")
     _, pixels224 = decode_pixels(CocoDataset(images, annotations), wanted)
     loaded = load_backbone(checkpoint_file, which=which)
-    arrays = {"image_id": np.int64(wanted), "patch": np.int64(patch), "pixels224": pixels224}
+    arrays = {"image_id": np.int64(wanted), "patch": np.int64(-1 if patch is None else patch), "pixels224": pixels224}
     if gives_attention_spread(loaded.model):
-        rows = attention_rows(loaded.model.eval(), normalise_pixels(pixels224[None]), patch)
+        try:
+            rows = attention_rows(loaded.model.eval(), normalise_pixels(pixels224[None]), patch)
+        except AttentionError as exc:
+            raise ConfigError(f"config.yaml: figures.attention_patch: {exc} for {checkpoint_file}; leave it unset "
+                              "(null) for each network's centre patch") from None
         arrays["rows"] = rows[0].numpy().astype(np.float32)
+        arrays["patch"] = np.int64(query_patch(patch, rows.shape[-1], pixels224.shape[:2]))
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as handle:
             np.savez(handle, **arrays)

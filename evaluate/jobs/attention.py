@@ -49,11 +49,11 @@ def attention_rows(smk: Any) -> None:
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
     which: str = smk.params.which
     image_id = smk.params.image
-    patch = int(smk.params.patch)
+    patch = smk.params.patch  # None: the centre patch of each network's own grid
     out = Path(smk.output.rows)
 
     from evaluate.attention.shards import write_attention_rows
 
     write_attention_rows(checkpoint_file=checkpoint_file, which=which, images=images, annotations=annotations,
                          manifest_file=manifest_file, image_id=None if image_id is None else int(image_id),
-                         patch=patch, out=out)
+                         patch=None if patch is None else int(patch), out=out)

@@ -70,9 +70,12 @@ def figures(smk: Any) -> None:
         manifest = read_json(manifest_file)
         with np.load(eigenvector_file) as saved:
             image_id, vector = int(saved["image_id"]), saved["vector"]
+            # keys480's input side; a map written before the side was recorded is the seed's (ViT-S/16: 480)
+            side = int(saved["keys480_side"]) if "keys480_side" in saved.files else None
         image_path = Path(dataset["images"]) / manifest["files"][manifest["image_ids"].index(image_id)]
         figure = out / f"eigenvector_{dataset['name']}_{image_id}.png"
-        eigenvector_figure(image_path, vector, figure, title=f"{reference}, image {image_id}")
+        eigenvector_figure(image_path, vector, figure, title=f"{reference}, image {image_id}",
+                           **({} if side is None else {"side": side}))
         files.append(figure)
     log.info("wrote %d figures", len(files))
 
@@ -81,9 +84,12 @@ def eigenvector(smk: Any) -> None:
     """The eigenvector figure's data: the reference checkpoint's first cut on one image of a data set.
 
     Its own job, so the figures never read keys480 (which `features.keep: false` deletes once decoded) and adding a
-    checkpoint never re-extracts the reference. Output npz: image_id () int64, vector (30, 30) float32.
+    checkpoint never re-extracts the reference. Output npz: image_id () int64, vector (g, g) float32 on the keys'
+    grid (30 for p 16, 60 for p 8, 34 for p 14), keys480_side () int64 the side the keys' images were resized to
+    (the features' geometry, from the first shard's meta.json: 480, or 476 for p 14).
     """
     keys480 = [str(p) for p in smk.input.keys480]
+    meta_file = Path(smk.input.meta)
     manifest_file, selected = Path(smk.input.manifest), str(smk.input.selected)
     image: int | None = smk.params.image
     dataset_name: str = smk.wildcards.dataset
@@ -94,12 +100,15 @@ def eigenvector(smk: Any) -> None:
     from decoders import load_selected
     from evaluate.plumbing.atomic import atomic_path, read_json
     from decoders.shards import eigenvector_of_image
+    from evaluate.readings.geometry import Geometry
 
     _, settings = load_selected(selected)
+    side = Geometry.from_meta(read_json(meta_file)).keys480_side
     image_id, vector = eigenvector_of_image(read_json(manifest_file), keys480, settings, image, dataset_name)
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as handle:
-            np.savez(handle, image_id=np.int64(image_id), vector=np.asarray(vector, dtype=np.float32))
+            np.savez(handle, image_id=np.int64(image_id), vector=np.asarray(vector, dtype=np.float32),
+                     keys480_side=np.int64(side))
 
 
 def html_report(smk: Any) -> None:

@@ -5,7 +5,8 @@
 - `head_spread_figure`: one run on one data set, the last block's spread of each head against epoch, one line per
   head (RUN_FIGSIZE).
 - `patch_rows_figure`: one image (224 x 224, as tokens224 sees it) with its query patch outlined, then what each head
-  of the last block looks at from that patch: its attention row over the 14 x 14 grid, drawn over the image.
+  of the last block looks at from that patch: its attention row over the network's g x g grid (g = sqrt(N), p =
+  224 / g pixels a patch), drawn over the image.
 `attention_figures` makes every one of them for the figures job. A network without patch attention (XCiT) gets no
 attention figure.
 """
@@ -23,7 +24,6 @@ from matplotlib.patches import Rectangle
 from evaluate.attention.summary import ENTROPY, SPREAD
 from evaluate.outputs.figures import DPI, PALETTE, RUN_FIGSIZE, FigureError, _safe, save_png
 from evaluate.outputs.table_model import DIGITS, MEASURE_DIGITS
-from evaluate.readings.geometry import PATCH
 
 HEATMAP_FIGSIZE = (9.0, 5.0)
 ROWS_PANEL = 2.0  # inches per panel of the per-patch figure
@@ -76,11 +76,12 @@ def head_spread_figure(points: Sequence[tuple[int, Sequence[float]]], title: str
 
 def patch_rows_figure(pixels224: np.ndarray, rows: np.ndarray, patch: int, title: str,
                       out_png: str | os.PathLike) -> Path:
-    """pixels224: (224, 224, 3) uint8; rows: (heads, 196) float, each head's weights over the patches from
-    `patch` (row by row in the 14 x 14 grid)."""
+    """pixels224: (224, 224, 3) uint8; rows: (heads, N) float, each head's weights over the patches from `patch`
+    (row by row in the g x g grid, g = sqrt(N); a patch is 224 / g pixels: 16, 8 or 14)."""
     heads, n = rows.shape
     side = int(round(n**0.5))
-    if side * side != n or pixels224.shape[:2] != (side * PATCH, side * PATCH):
+    px = pixels224.shape[0] // side if side else 0  # p: pixels per patch side
+    if side * side != n or px == 0 or pixels224.shape[:2] != (side * px, side * px):
         raise FigureError(f"attention rows {rows.shape} do not fit an image of {pixels224.shape}")
     fig = Figure(figsize=(ROWS_PANEL * (heads + 1), ROWS_PANEL + 0.6), dpi=DPI)
     row, col = divmod(int(patch), side)
@@ -89,12 +90,12 @@ def patch_rows_figure(pixels224: np.ndarray, rows: np.ndarray, patch: int, title
         ax.imshow(pixels224)
         if k:
             weights = rows[k - 1].reshape(side, side)
-            ax.imshow(weights, cmap="inferno", alpha=0.7, extent=(0, side * PATCH, side * PATCH, 0),
+            ax.imshow(weights, cmap="inferno", alpha=0.7, extent=(0, side * px, side * px, 0),
                       interpolation="nearest")
             ax.set_title(f"head {k}, max {100 * weights.max():.1f}%", fontsize="small")
         else:
             ax.set_title("query patch", fontsize="small")
-        ax.add_patch(Rectangle((col * PATCH - 0.5, row * PATCH - 0.5), PATCH, PATCH, fill=False, edgecolor="cyan",
+        ax.add_patch(Rectangle((col * px - 0.5, row * px - 0.5), px, px, fill=False, edgecolor="cyan",
                                linewidth=1.5))
         ax.set_axis_off()
     fig.suptitle(title, fontsize="medium")

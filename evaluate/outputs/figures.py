@@ -15,8 +15,9 @@ matplotlib writes).
   checkpoint named), Kendall's tau and its interval in the title.
 - `evaluate.outputs.attention_figures`: the attention reading's heatmaps (blocks x heads), each run's per-head
   spread against epoch, and one image's attention rows from one patch per head.
-- `eigenvector_figure`: one image (resized to 480 x 480, as keys480 sees it) beside its (30, 30) second
-  eigenvector (EIGEN_FIGSIZE at DPI: 800 x 400 pixels).
+- `eigenvector_figure`: one image (resized to s x s, s = keys480_side of the network: 480 for p 8 and 16, 476 for
+  p 14, as keys480 sees it) beside its (g, g) second eigenvector, g the keys' grid (EIGEN_FIGSIZE at DPI: 800 x 400
+  pixels).
 
 `ledger_figures` makes the whole set the figures job writes; every number shown comes from the records.
 """
@@ -36,6 +37,7 @@ from evaluate import EvaluationError
 from evaluate.plumbing.atomic import atomic_path
 from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 from evaluate.ledger.records import read_records
+from evaluate.readings.geometry import SEED
 
 DPI = 100
 RUN_FIGSIZE = (6.4, 4.0)
@@ -203,16 +205,21 @@ def agreement_scatter(a: Mapping[str, dict], b: Mapping[str, dict], agreement: M
 
 
 def eigenvector_figure(image_path: str | os.PathLike, eigenvector: np.ndarray, out_png: str | os.PathLike,
-                       title: str | None = None) -> Path:
-    """The image (resized to 480 x 480 as keys480 sees it) beside its second eigenvector, a float (30, 30) map."""
+                       title: str | None = None, side: int = SEED.keys480_side) -> Path:
+    """The image (resized to side x side as keys480 sees it: `Geometry.keys480_side` of the keys' network, what the
+    eigenvector job records) beside its second eigenvector, a float (g, g) map on the keys' grid."""
     eigenvector = np.asarray(eigenvector, dtype=np.float64)
     if eigenvector.ndim != 2:
         raise FigureError(f"eigenvector map for {image_path} must be 2-D (keys480's patch grid), got shape "
                           f"{eigenvector.shape}")
-    from evaluate.readings.images import ImageError, keys480_pixels, open_rgb  # noqa: PLC0415
+    from PIL import Image  # noqa: PLC0415
+
+    from evaluate.readings.images import ImageError, open_rgb  # noqa: PLC0415
 
     try:
-        picture = keys480_pixels(open_rgb(image_path))  # exactly the pixels keys480 is computed from
+        # keys480's resize (evaluate.readings.images.keys480_pixels: the whole image, PIL LANCZOS) at this side
+        picture = np.asarray(open_rgb(image_path).resize((int(side), int(side)), Image.Resampling.LANCZOS),
+                             dtype=np.uint8)
     except ImageError as exc:
         raise FigureError(str(exc)) from exc
     fig = Figure(figsize=EIGEN_FIGSIZE, dpi=DPI)

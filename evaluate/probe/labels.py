@@ -9,8 +9,11 @@
   that no instance covers are 255 (ignore); everything else is 0.
 - `label_map224`: the tokens224 geometry (`evaluate.readings.images.tokens224_geometry`): PIL NEAREST resize of the
   uint8 map to (new_w, new_h), then the 224 x 224 crop at (left, top).
-- `patch_labels`: per 16 x 16 patch (row-major over the 14 x 14 grid, as the tokens), the majority label of its
-  256 pixels not 255; more than 128 ignore pixels -> 255; a tied majority goes to the lowest label.
+- `patch_labels`: per p x p patch (row-major over the g x g grid, g = 224 / p, as the tokens: 14 x 14 patches of 16
+  for p 16, 28 x 28 of 8 for p 8, 16 x 16 of 14 for p 14), the majority label of its p^2 pixels not 255; more than
+  p^2 / 2 ignore pixels (128 of 256 for p 16) -> 255; a tied majority goes to the lowest label. p is the patch of
+  the checkpoint's features (`FeatureReader.geometry.patch`), so a run with networks of several patch sizes has
+  labels per patch size: they are computed in each probe job from its own shards, never shared across checkpoints.
 - `class_names`: the name of every probe label, background first, as the probe record keeps them.
 """
 
@@ -22,12 +25,10 @@ import numpy as np
 from PIL import Image
 
 from evaluate.probe import ProbeError
-from evaluate.readings.geometry import PATCH, TOKENS224_GRID, TOKENS224_SIZE
+from evaluate.readings.geometry import SEED, TOKENS224_SIZE, Geometry
 
 IGNORE = 255
-GRID = TOKENS224_GRID
-SIZE = TOKENS224_SIZE
-N_PATCHES = GRID * GRID
+SIZE = TOKENS224_SIZE  # the label map's side: tokens224's 224-px crop, whatever the patch
 BACKGROUND = "background"
 
 
@@ -123,32 +124,46 @@ def label_map224(label_map: np.ndarray) -> np.ndarray:
     return np.array(img.crop((left, top, left + SIZE, top + SIZE)), dtype=np.uint8)
 
 
-def patch_labels(map224: np.ndarray) -> np.ndarray:
-    """Label of each 16 x 16 patch, row-major over the 14 x 14 grid: uint8 (196,), 255 = ignored patch."""
+def patch_grid(patch: int) -> int:
+    """g = 224 / p: the tokens224 grid's side for patch p (14, 28, 16 for p 16, 8, 14); ProbeError if p does not
+    divide 224."""
+    try:
+        return Geometry(patch=int(patch)).tokens224_grid
+    except (ValueError, ZeroDivisionError):
+        raise ProbeError(f"patch {patch!r} does not divide the {SIZE}-px tokens224 crop") from None
+
+
+def patch_labels(map224: np.ndarray, patch: int = SEED.patch) -> np.ndarray:
+    """Label of each p x p patch, row-major over the g x g grid (g = 224 / p): uint8 (N224,) = (g^2,), 255 = ignored
+    patch (more than p^2 / 2 ignore pixels). patch: the features' p (the seed's 16 unless given)."""
     arr = np.asarray(map224)
     if arr.shape != (SIZE, SIZE):
-        raise ProbeError(f"patch_labels: expected a (224, 224) label map, got {arr.shape}")
-    patches = arr.astype(np.int64).reshape(GRID, PATCH, GRID, PATCH).transpose(0, 2, 1, 3).reshape(N_PATCHES, -1)
-    counts = np.bincount((patches + 256 * np.arange(N_PATCHES)[:, None]).ravel(), minlength=256 * N_PATCHES)
-    counts = counts.reshape(N_PATCHES, 256)
+        raise ProbeError(f"patch_labels: expected a ({SIZE}, {SIZE}) label map, got {arr.shape}")
+    grid, p = patch_grid(patch), int(patch)
+    n = grid * grid
+    patches = arr.astype(np.int64).reshape(grid, p, grid, p).transpose(0, 2, 1, 3).reshape(n, -1)
+    counts = np.bincount((patches + 256 * np.arange(n)[:, None]).ravel(), minlength=256 * n)
+    counts = counts.reshape(n, 256)
     ignored = counts[:, IGNORE].copy()
     counts[:, IGNORE] = 0
     labels = counts.argmax(axis=1)  # first maximum: the lowest label on a tie
-    labels[ignored > PATCH * PATCH // 2] = IGNORE
+    labels[ignored > p * p // 2] = IGNORE  # p^2 even or odd: more than half the pixels
     return labels.astype(np.uint8)
 
 
-def image_patch_labels(source: Any, image_id: int, class_of_category: dict[int, int]) -> np.ndarray:
-    """`patch_labels(label_map224(label_map(...)))` of one image: uint8 (196,)."""
-    return patch_labels(label_map224(label_map(source, image_id, class_of_category)))
+def image_patch_labels(source: Any, image_id: int, class_of_category: dict[int, int],
+                       patch: int = SEED.patch) -> np.ndarray:
+    """`patch_labels(label_map224(label_map(...)), patch)` of one image: uint8 (N224,)."""
+    return patch_labels(label_map224(label_map(source, image_id, class_of_category)), patch)
 
 
-def dataset_patch_labels(source: Any, image_ids: Iterable[int], class_of_category: dict[int, int]) -> np.ndarray:
-    """Patch labels of many images: uint8 (n, 196) in the given order."""
+def dataset_patch_labels(source: Any, image_ids: Iterable[int], class_of_category: dict[int, int],
+                         patch: int = SEED.patch) -> np.ndarray:
+    """Patch labels of many images: uint8 (n, N224) in the given order, for the features' patch p."""
     ids = [int(i) for i in image_ids]
-    out = np.empty((len(ids), N_PATCHES), dtype=np.uint8)
+    out = np.empty((len(ids), patch_grid(patch) ** 2), dtype=np.uint8)
     for row, image_id in enumerate(ids):
-        out[row] = image_patch_labels(source, image_id, class_of_category)
+        out[row] = image_patch_labels(source, image_id, class_of_category, patch)
     return out
 
 

@@ -1,6 +1,7 @@
 """The linear probe on tokens224: a deterministic multinomial logistic regression (docs/design.md §6).
 
-- One linear layer 384 -> K + 1. Training objective, on standardised features x~ = (x - mean) / std (mean, std
+- One linear layer D -> K + 1 (D the tokens' width: 384 for ViT-S, 768 for ViT-B, 1024 for ViT-L, read from the
+  features). Training objective, on standardised features x~ = (x - mean) / std (mean, std
   of the training tokens, float64; a constant feature gets std 1):
   `L(W, b) = (1 / N) sum_i -log softmax(W x~_i + b)[y_i] + (weight_decay / 2) ||W||_F^2` (bias not penalised).
   Tokens labelled 255 are not used. The standardisation is folded into the stored layer
@@ -33,10 +34,7 @@ import torch
 
 from evaluate.plumbing.atomic import atomic_path
 from evaluate.probe import ProbeError
-from evaluate.probe.labels import IGNORE, N_PATCHES
-from evaluate.readings.geometry import WIDTH
-
-FEATURE_DIM = WIDTH
+from evaluate.probe.labels import IGNORE
 
 
 def probe_setting(weight_decay: float, max_iter: int) -> str:
@@ -48,7 +46,8 @@ def probe_setting(weight_decay: float, max_iter: int) -> str:
 class LinearProbe:
     """One linear layer on raw tokens224: logits = tokens @ weight.T + bias.
 
-    weight: float32 (C, 384), bias: float32 (C,), C = K + 1 (class 0 background); meta: how it was trained.
+    weight: float32 (C, D), bias: float32 (C,), C = K + 1 (class 0 background), D the tokens' width; meta: how it
+    was trained.
     """
 
     weight: np.ndarray
@@ -59,9 +58,17 @@ class LinearProbe:
     def n_classes(self) -> int:
         return int(self.weight.shape[0])
 
+    @property
+    def width(self) -> int:
+        """D: the width of the tokens the probe reads."""
+        return int(self.weight.shape[1])
+
     def logits(self, tokens: np.ndarray) -> np.ndarray:
-        """tokens float (..., 384) -> logits float32 (..., C)."""
+        """tokens float (..., D) -> logits float32 (..., C)."""
         x = torch.as_tensor(np.asarray(tokens, dtype=np.float32))
+        if x.ndim < 1 or x.shape[-1] != self.width:
+            raise ProbeError(f"the probe reads tokens {self.width} wide, got an array of shape {tuple(x.shape)}: "
+                             "it was trained on another network's features")
         w = torch.from_numpy(self.weight)
         return (x @ w.T + torch.from_numpy(self.bias)).numpy()
 
@@ -93,26 +100,26 @@ class LinearProbe:
             raise
         except Exception as exc:  # safetensors raises its own types for unreadable files
             raise ProbeError(f"{path}: not a readable probe file ({exc})") from None
-        if weight.ndim != 2 or weight.shape[1] != FEATURE_DIM or bias.shape != (weight.shape[0],):
-            raise ProbeError(f"{path}: weight {weight.shape} and bias {bias.shape} are not (C, 384) and (C,)")
+        if weight.ndim != 2 or weight.shape[1] < 1 or bias.shape != (weight.shape[0],):
+            raise ProbeError(f"{path}: weight {weight.shape} and bias {bias.shape} are not (C, D) and (C,)")
         return cls(weight.astype(np.float32), bias.astype(np.float32), meta)
 
 
 def _standardised_columns(x: np.ndarray, rows: int = 32) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
-    """The training tokens standardised and transposed: (x~ float32 (384, N), mean float64 (384,), std float64 (384,)).
+    """The training tokens (N, D) standardised and transposed: (x~ float32 (D, N), mean float64 (D,), std float64 (D,)).
 
     x~[f] = float32((x[:, f] - mean[f]) / std[f]) computed in float64; mean and std per feature in float64 (two
-    passes); a constant feature gets std 1. Feature-major (384, N): the per-feature statistics are then contiguous
-    rows, worked `rows` features at a time so no (N, 384) float64 copy exists.
+    passes); a constant feature gets std 1. Feature-major (D, N): the per-feature statistics are then contiguous
+    rows, worked `rows` features at a time so no (N, D) float64 copy exists.
     """
-    n = x.shape[0]
-    xt = torch.empty((FEATURE_DIM, n), dtype=torch.float32)
+    n, width = x.shape
+    xt = torch.empty((width, n), dtype=torch.float32)
     step = 16384
     for s in range(0, n, step):
         xt[:, s : s + step] = torch.from_numpy(np.asarray(x[s : s + step], dtype=np.float32)).T
-    mean = np.empty(FEATURE_DIM, dtype=np.float64)
-    std = np.empty(FEATURE_DIM, dtype=np.float64)
-    for f in range(0, FEATURE_DIM, rows):
+    mean = np.empty(width, dtype=np.float64)
+    std = np.empty(width, dtype=np.float64)
+    for f in range(0, width, rows):
         block = xt[f : f + rows].double()
         m = block.sum(dim=1, keepdim=True) / n
         v = (block - m).square_().sum(dim=1, keepdim=True) / n
@@ -131,8 +138,8 @@ def _token_chunks(
 ) -> tuple[str, list[tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]]]:
     """The objective's two products over the standardised tokens, in chunks of `chunk` tokens, and the kernel's name.
 
-    xs_t: float32 (384, N). Per chunk k of m tokens: forward(w float32 (C, 384)) -> float32 (C, m) = w @ xs_t[:, k];
-    backward(g float32 (C, m)) -> float32 (C, 384) = g @ xs_t[:, k].T. Chunks keep one chunk's (C, m) logits in
+    xs_t: float32 (D, N). Per chunk k of m tokens: forward(w float32 (C, D)) -> float32 (C, m) = w @ xs_t[:, k];
+    backward(g float32 (C, m)) -> float32 (C, D) = g @ xs_t[:, k].T. Chunks keep one chunk's (C, m) logits in
     cache while they become softmax and gradient (81 classes, 300,000 tokens: 305 ms an evaluation against 453 ms
     in one piece). The forward runs as oneDNN's fp32 inner product (torch's mkldnn, in the CPU wheels) on a
     token-major copy of the chunk: 22 ms against MKL's 30 ms at 120,000 tokens and 21 classes, 161 against 189 ms at
@@ -148,7 +155,7 @@ def _token_chunks(
     products = []
     for s in starts:
         cols = xs_t[:, s : s + chunk]
-        rows = cols.T.contiguous().to_mkldnn()  # (m, 384): forward contracts over features
+        rows = cols.T.contiguous().to_mkldnn()  # (m, D): forward contracts over features
 
         def forward(w: torch.Tensor, rows=rows) -> torch.Tensor:
             return linear(w.to_mkldnn(), rows, None).to_dense()
@@ -171,7 +178,7 @@ def fit_probe(
 ) -> LinearProbe:
     """Train the probe: multinomial logistic regression with L2 on standardised features (module docstring).
 
-    features: float (N, 384) tokens; labels: int (N,) in 0..n_classes-1 or 255 (left out); n_classes = K + 1
+    features: float (N, D) tokens (D any width); labels: int (N,) in 0..n_classes-1 or 255 (left out); n_classes = K + 1
     (background and K categories). Returns a LinearProbe on raw tokens; meta records the fit.
     """
     from scipy.optimize import minimize
@@ -179,18 +186,18 @@ def fit_probe(
 
     x_all = np.asarray(features)
     y_all = np.asarray(labels).astype(np.int64)
-    if x_all.ndim != 2 or x_all.shape[1] != FEATURE_DIM or y_all.shape != (x_all.shape[0],):
-        raise ProbeError(f"fit_probe: features must be (N, 384) with labels (N,), got {x_all.shape} and {y_all.shape}")
+    if x_all.ndim != 2 or x_all.shape[1] < 1 or y_all.shape != (x_all.shape[0],):
+        raise ProbeError(f"fit_probe: features must be (N, D) with labels (N,), got {x_all.shape} and {y_all.shape}")
     keep = y_all != IGNORE
     x, y = (x_all, y_all) if keep.all() else (x_all[keep], y_all[keep])  # training_tokens leaves no 255
-    n, d, c = x.shape[0], FEATURE_DIM, int(n_classes)
+    n, d, c = x.shape[0], x.shape[1], int(n_classes)
     if n == 0:
         raise ProbeError("fit_probe: no training token has a label (all are 255 = ignore)")
     if y.min() < 0 or y.max() >= c:
         raise ProbeError(f"fit_probe: labels must lie in 0..{c - 1} (or 255), found {y.min()}..{y.max()}")
     if not np.all(np.isfinite(x)):
         raise ProbeError("fit_probe: features contain NaN or infinite values")
-    xs_t, mean, std = _standardised_columns(x)  # (384, n) float32
+    xs_t, mean, std = _standardised_columns(x)  # (d, n) float32
     kernel, products = _token_chunks(xs_t)
     if kernel != "mkl-fp32":
         del xs_t  # the chunks hold their own copies
@@ -256,18 +263,21 @@ def fit_probe(
 def training_tokens(
     reader: Any, labels: np.ndarray, *, max_tokens: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The probe's training set from feature shards: (features float32 (M, 384), labels uint8 (M,)).
+    """The probe's training set from feature shards: (features float32 (M, D), labels uint8 (M,)).
 
     reader: `evaluate.readings.features.FeatureReader` (`.image_ids`, `.iter_shards("tokens224")` yielding (image_ids,
-    array (m, 196, 384))); labels: uint8 (n, 196) patch labels in `reader.image_ids` order. The non-ignored tokens
+    array (m, N224, D))); labels: uint8 (n, N224) patch labels in `reader.image_ids` order, on the same grid as the
+    tokens (`patch_labels` with the shards' patch); N224 and D are read from the arrays. The non-ignored tokens
     are numbered in image order, patch order; when there are more than `max_tokens`, a uniform subsample of
     `max_tokens` of them is kept, `numpy.random.default_rng(seed).choice(total, max_tokens, replace=False)` sorted.
     Only one shard is in memory at a time.
     """
     labels = np.asarray(labels)
     ids = [int(i) for i in reader.image_ids]
-    if labels.shape != (len(ids), N_PATCHES):
-        raise ProbeError(f"training_tokens: labels {labels.shape} do not match {len(ids)} images x 196 patches")
+    if labels.ndim != 2 or labels.shape[0] != len(ids):
+        raise ProbeError(f"training_tokens: labels {labels.shape} are not one row of patch labels per image "
+                         f"({len(ids)} images)")
+    n_patches = labels.shape[1]
     valid = (labels != IGNORE).ravel()
     total = int(valid.sum())
     if total == 0:
@@ -276,17 +286,22 @@ def training_tokens(
     if total > max_tokens:
         pick = np.sort(np.random.default_rng(seed).choice(total, int(max_tokens), replace=False))
         chosen_flat = chosen_flat[pick]
-    feats = np.empty((chosen_flat.size, FEATURE_DIM), dtype=np.float32)
+    feats: np.ndarray | None = None  # (M, D) once the first shard gives D
     filled, first_image = 0, 0
     for shard_ids, array in reader.iter_shards("tokens224"):
         shard_ids = [int(i) for i in shard_ids]
         m = len(shard_ids)
         if shard_ids != ids[first_image : first_image + m]:
             raise ProbeError("training_tokens: the feature shards' image order differs from reader.image_ids")
-        lo, hi = first_image * N_PATCHES, (first_image + m) * N_PATCHES
+        if array.ndim != 3 or array.shape[1] != n_patches:
+            raise ProbeError(f"training_tokens: tokens {tuple(array.shape)} are not (m, {n_patches}, D) as the "
+                             f"labels' {n_patches} patches per image: labels of another patch size")
+        if feats is None:
+            feats = np.empty((chosen_flat.size, array.shape[2]), dtype=np.float32)
+        lo, hi = first_image * n_patches, (first_image + m) * n_patches
         a, b = np.searchsorted(chosen_flat, [lo, hi])
         local = chosen_flat[a:b] - lo
-        flat = np.asarray(array).reshape(m * N_PATCHES, FEATURE_DIM)
+        flat = np.asarray(array).reshape(m * n_patches, feats.shape[1])
         feats[filled : filled + local.size] = flat[local]
         filled += local.size
         first_image += m

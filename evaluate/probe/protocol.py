@@ -40,8 +40,9 @@ def train_probe(scoring: Scoring, *, shard_dirs: Sequence[str | os.PathLike], im
     reader = FeatureReader(shard_dirs, kinds=("tokens224",))
     with open_labels(scoring, train.annotations_sha256, role="probe-train", purpose="probe-train", setting=setting,
                      n_images=len(reader.image_ids)) as labels:
-        patch_labels = dataset_patch_labels(train, reader.image_ids, class_index(classes, train.categories,
-                                                                                 annotations))
+        # on the grid of this checkpoint's tokens (its shards' patch): labels per patch size, never shared
+        class_of_category = class_index(classes, train.categories, annotations)
+        patch_labels = dataset_patch_labels(train, reader.image_ids, class_of_category, reader.geometry.patch)
         features, targets = training_tokens(reader, patch_labels, max_tokens=max_tokens, seed=seed)
         log.info("training on %d tokens of %d images, %d classes", len(targets), len(reader.image_ids),
                  len(classes) + 1)

@@ -1,15 +1,17 @@
 """The probe's scores on eval images (docs/design.md §6), and its IoU per class.
 
-Per image: logits (196, K+1) -> (14, 14) -> bilinear upsample to 224 x 224
-(`torch.nn.functional.interpolate`, align_corners=False) -> argmax (first maximum) -> confusion against the
-label map224, 255 pixels left out. mIoU (%) from the pooled confusion over classes with nonzero union
-(background included). Patch accuracy (%) = correct / valid patches, from per-image [correct, valid] ("ratio").
+Per image: logits (N224, K+1) -> (g, g) (g = sqrt(N224) = 224 / p: 14, 28, 16 for p 16, 8, 14) -> bilinear
+upsample to 224 x 224 (`torch.nn.functional.interpolate`, align_corners=False) -> argmax (first maximum) ->
+confusion against the label map224, 255 pixels left out. mIoU (%) from the pooled confusion over classes with
+nonzero union (background included). Patch accuracy (%) = correct / valid patches, from per-image [correct,
+valid] ("ratio"), the patch labels on the same grid (p = 224 / g, read from the tokens).
 95% percentile bootstrap intervals over images as for Jaccard: `probe_measures` hands the per-image statistics to
 `evaluate.scores.measures.make_measure` (reducers "miou" and "ratio" of `evaluate.scores.bootstrap.bootstrap_ci`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -17,7 +19,7 @@ import numpy as np
 import torch
 
 from evaluate.probe import ProbeError
-from evaluate.probe.labels import GRID, IGNORE, N_PATCHES, SIZE, label_map, label_map224, patch_labels
+from evaluate.probe.labels import IGNORE, SIZE, label_map, label_map224, patch_labels
 from evaluate.probe.linear import LinearProbe
 
 
@@ -38,12 +40,23 @@ def sparse_confusion(conf: np.ndarray) -> list[list[int]]:
     return [[int(a), int(b), int(conf[a, b])] for a, b in zip(t, p)]
 
 
+def token_grid(n_patches: int) -> int:
+    """g of a tokens224 reading of N224 = g^2 patches (14 for 196, 28 for 784, 16 for 256), with g dividing 224; a
+    ProbeError otherwise."""
+    g = math.isqrt(int(n_patches))
+    if g < 1 or g * g != n_patches or SIZE % g:
+        raise ProbeError(f"{n_patches} tokens are not a square grid of patches tiling the {SIZE}-px crop")
+    return g
+
+
 def predict_map224(logits: np.ndarray) -> np.ndarray:
-    """Patch logits (196, C) -> predicted classes int64 (224, 224): bilinear upsample (align_corners=False), argmax."""
+    """Patch logits (N224, C) -> predicted classes int64 (224, 224): the (g, g) grid bilinearly upsampled
+    (align_corners=False), argmax."""
     lg = torch.as_tensor(np.asarray(logits, dtype=np.float32))
-    if lg.ndim != 2 or lg.shape[0] != N_PATCHES:
-        raise ProbeError(f"predict_map224: expected logits (196, C), got {tuple(lg.shape)}")
-    grid = lg.reshape(GRID, GRID, -1).permute(2, 0, 1)[None]
+    if lg.ndim != 2:
+        raise ProbeError(f"predict_map224: expected logits (N224, C), got {tuple(lg.shape)}")
+    g = token_grid(lg.shape[0])
+    grid = lg.reshape(g, g, -1).permute(2, 0, 1)[None]
     up = torch.nn.functional.interpolate(grid, size=(SIZE, SIZE), mode="bilinear", align_corners=False)
     return up[0].argmax(dim=0).numpy()
 
@@ -58,11 +71,12 @@ class ImageProbeStats:
 
 
 def score_image(probe: LinearProbe, tokens: np.ndarray, map224: np.ndarray) -> ImageProbeStats:
-    """Score one image: tokens float (196, 384), map224 uint8 (224, 224) label map in the tokens224 geometry."""
+    """Score one image: tokens float (N224, D), map224 uint8 (224, 224) label map in the tokens224 geometry; the
+    patch labels are on the tokens' own grid (p = 224 / sqrt(N224))."""
     logits = probe.logits(tokens)
     pred_pixels = predict_map224(logits)
     conf = confusion(map224, pred_pixels, probe.n_classes)
-    labels = patch_labels(map224)
+    labels = patch_labels(map224, SIZE // token_grid(len(logits)))
     valid = labels != IGNORE
     correct = int(np.count_nonzero(logits.argmax(axis=1)[valid] == labels[valid]))
     return ImageProbeStats(sparse_confusion(conf), correct, int(valid.sum()))
@@ -78,7 +92,7 @@ def probe_measures(
 ) -> list[dict[str, Any]]:
     """Score the probe on eval images -> the ledger measures [probe_miou, probe_accuracy].
 
-    items yield (image_id, tokens (196, 384), map224 uint8 (224, 224)). Each measure keeps the per-image
+    items yield (image_id, tokens (N224, D), map224 uint8 (224, 224)). Each measure keeps the per-image
     statistics (sparse confusions; [correct, valid]) and its value and interval in percent, drawn from them by
     `evaluate.scores.measures.make_measure`, so the pipeline and a paired bootstrap read the same numbers.
     """
@@ -101,7 +115,7 @@ def probe_measures(
 
 def eval_items(reader: Any, source: Any,
                class_of_category: dict[int, int]) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """(image_id, tokens float32 (196, 384), map224) for every image of a FeatureReader, one shard at a time."""
+    """(image_id, tokens float32 (N224, D), map224) for every image of a FeatureReader, one shard at a time."""
     for shard_ids, array in reader.iter_shards("tokens224"):
         for row, image_id in enumerate(shard_ids):
             map224 = label_map224(label_map(source, int(image_id), class_of_category))

@@ -1,14 +1,17 @@
 """The video reading `frames480` and PIL's nearest-neighbour resampling of label maps (docs/design.md §12).
 
-- `frames480_size(width, height, short)`: the short side becomes `short` (the setting `height`, 480 by default, a
-  multiple of 16) and the long side its proportional length rounded DOWN to a multiple of 64, as DINO's
-  `eval_video_segmentation.py` does (854 x 480 -> 832 x 480, a 30 x 52 grid), but never below `short` (a square
-  frame stays square).
+- `frames480_size(width, height, short, geometry)`: the network's rule (`Geometry.frames480_size`, docs/design.md
+  §11). For p 8 and 16 the short side becomes `short` (the setting `height`, 480 by default, a multiple of 16) and
+  the long side its proportional length rounded DOWN to a multiple of 64, as DINO's `eval_video_segmentation.py`
+  does (854 x 480 -> 832 x 480, a 30 x 52 grid at p 16, 60 x 104 at p 8), but never below `short` (a square frame
+  stays square); for p 14 the short side is `short` rounded down to a multiple of 14 and the long side its
+  proportional length rounded down to a multiple of 14 (854 x 480 -> 840 x 476, 34 x 60). `geometry` defaults to
+  the seed's ViT-S/16.
 - `frames480_pixels(img, short)`: the RGB frame resized to that size bilinearly with half-pixel centres and NO
   antialiasing (OpenCV's INTER_LINEAR, which DINO uses; PIL's BILINEAR antialiases when shrinking), rounded to
   uint8: (h, w, 3) uint8.
 - `frames480_input(img, short)`: those pixels / 255, normalised with DINO's video constants mean (0.485, 0.456,
-  0.406) and std (0.228, 0.224, 0.225): (3, h, w) float32, h / 16 x w / 16 patches.
+  0.406) and std (0.228, 0.224, 0.225): (3, h, w) float32, h / p x w / p patches.
 - `nearest_indices(n_in, n_out)` / `resize_nearest(labels, size)`: PIL's `Image.NEAREST` on any integer label map.
   Output pixel i takes source pixel floor((i + 0.5) * n_in / n_out), the pixel under its centre, as PIL computes it:
   a running sum in double precision, which at an exact integer coordinate may fall one ulp short and take the
@@ -22,53 +25,55 @@ import numpy as np
 import torch
 from PIL import Image
 
-from evaluate.readings.geometry import PATCH
+from evaluate.readings.geometry import FRAMES_LONG_MULTIPLE, SEED, Geometry
 from evaluate.readings.images import normalise_pixels, normalised_levels
 
 VIDEO_MEAN = (0.485, 0.456, 0.406)  # DINO's eval_video_segmentation.py `color_normalize`
 VIDEO_STD = (0.228, 0.224, 0.225)  # ImageNet says 0.229 for red; DINO's 0.228 is kept, so numbers compare
-LONG_SIDE_MULTIPLE = 64  # DINO rounds the long side down to a multiple of this
 VIDEO_LEVELS = normalised_levels(VIDEO_MEAN, VIDEO_STD)
 
 TRANSFORM = (
     "PIL open, EXIF orientation, RGB; short side -> height, long side floor(height * long / short / 64) * 64 "
-    "(at least height); bilinear, half-pixel centres, no antialiasing (float32), rounded half to even to uint8; "
-    "/ 255, mean (0.485, 0.456, 0.406), std (0.228, 0.224, 0.225); block-12 output tokens (h/16 * w/16, 384)"
+    "(at least height; p 14: both sides rounded down to multiples of 14); bilinear, half-pixel centres, no "
+    "antialiasing (float32), rounded half to even to uint8; / 255, mean (0.485, 0.456, 0.406), std (0.228, 0.224, "
+    "0.225); the last block's output tokens (h/p * w/p, D)"
 )
 
 
-def check_height(height: int) -> int:
-    """`height` as an int, or ValueError unless it is a positive multiple of the patch size (16)."""
-    if isinstance(height, bool) or int(height) != height or height <= 0 or height % PATCH:
-        raise ValueError(f"the frames480 height must be a positive multiple of {PATCH}, got {height!r}")
+def check_height(height: int, geometry: Geometry = SEED) -> int:
+    """`height` as an int, or ValueError unless the network can read frames at that short side: a positive multiple
+    of its patch p where DINO's rule keeps the side (p 8, 16; 16 for the seed), at least p where the side is rounded
+    down to a multiple of p (p 14)."""
+    p = geometry.patch
+    keeps_side = FRAMES_LONG_MULTIPLE % p == 0  # as Geometry.frames480_size decides between the two rules
+    valid = not isinstance(height, bool) and int(height) == height and height > 0
+    if keeps_side and not (valid and height % p == 0):
+        raise ValueError(f"the frames480 height must be a positive multiple of {p}, got {height!r}")
+    if not keeps_side and not (valid and height >= p):
+        raise ValueError(f"the frames480 height must be an integer of at least the patch ({p} px), got {height!r}")
     return int(height)
 
 
-def frames480_size(width: int, height: int, short: int) -> tuple[int, int]:
-    """(new_w, new_h) of a `width` x `height` frame read at short side `short`.
+def frames480_size(width: int, height: int, short: int, geometry: Geometry = SEED) -> tuple[int, int]:
+    """(new_w, new_h) of a `width` x `height` frame read at short side `short` by a network of `geometry`.
 
-    DINO's rule, in integers: a landscape or square frame gets height `short` and width
-    floor(short * width / height / 64) * 64; a portrait one the same with the sides swapped. Where that long side
-    would fall below `short` (a square or nearly square frame) it is `short`. 854 x 480 at 480 -> (832, 480).
+    `Geometry.frames480_size` after `check_height`. p 8 and 16, DINO's rule in integers: a landscape or square frame
+    gets height `short` and width floor(short * width / height / 64) * 64; a portrait one the same with the sides
+    swapped; where that long side would fall below `short` (a square or nearly square frame) it is `short`.
+    854 x 480 at 480 -> (832, 480). p 14: (840, 476).
     """
-    short = check_height(short)
-    width, height = int(width), int(height)
-    if width < 1 or height < 1:
-        raise ValueError(f"frame size must be positive, got {width} x {height}")
-    if height > width:  # portrait: DINO's `ori_h > ori_w`
-        long = short * height // (width * LONG_SIDE_MULTIPLE) * LONG_SIDE_MULTIPLE
-        return short, max(short, long)
-    long = short * width // (height * LONG_SIDE_MULTIPLE) * LONG_SIDE_MULTIPLE
-    return max(short, long), short
+    short = check_height(short, geometry)
+    return geometry.frames480_size(width, height, short)
 
 
-def frames480_pixels(img: Image.Image, short: int) -> np.ndarray:
-    """The frames480 reading's pixels of an RGB frame: (h, w, 3) uint8, (w, h) = `frames480_size(*img.size, short)`.
+def frames480_pixels(img: Image.Image, short: int, geometry: Geometry = SEED) -> np.ndarray:
+    """The frames480 reading's pixels of an RGB frame: (h, w, 3) uint8, (w, h) = `frames480_size(*img.size, short,
+    geometry)`.
 
     Bilinear, align_corners False, no antialiasing, computed in float32 on the uint8 values and rounded half to
     even (then clipped to 0..255, which bilinear weights never leave).
     """
-    new_w, new_h = frames480_size(*img.size, short)
+    new_w, new_h = frames480_size(*img.size, short, geometry)
     pixels = np.asarray(img.convert("RGB") if img.mode != "RGB" else img, dtype=np.uint8)
     if (new_w, new_h) == img.size:
         return np.ascontiguousarray(pixels)
@@ -79,9 +84,9 @@ def frames480_pixels(img: Image.Image, short: int) -> np.ndarray:
     return np.ascontiguousarray(out.numpy().transpose(1, 2, 0))
 
 
-def frames480_input(img: Image.Image, short: int) -> torch.Tensor:
+def frames480_input(img: Image.Image, short: int, geometry: Geometry = SEED) -> torch.Tensor:
     """The frames480 reading's network input: (3, h, w) float32, (pixel / 255 - VIDEO_MEAN) / VIDEO_STD."""
-    return normalise_pixels(frames480_pixels(img, short), VIDEO_LEVELS)
+    return normalise_pixels(frames480_pixels(img, short, geometry), VIDEO_LEVELS)
 
 
 def nearest_indices(n_in: int, n_out: int) -> np.ndarray:

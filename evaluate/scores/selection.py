@@ -44,8 +44,10 @@ class SweepJaccard:
     table: np.ndarray
 
 
-def sweep_jaccard(dataset: Any, sweep_files: Sequence[str], sizes: dict[int, tuple[int, int]]) -> SweepJaccard:
-    """Score every setting of the sweep shards against `dataset`'s ground truth (a CocoDataset)."""
+def sweep_jaccard(dataset: Any, sweep_files: Sequence[str], sizes: dict[int, tuple[int, int]],
+                  grid: Sequence[int]) -> SweepJaccard:
+    """Score every setting of the sweep shards against `dataset`'s ground truth (a CocoDataset). grid: the (gh, gw)
+    patch grid the sweep's masks are on (the swept features' keys480 grid)."""
     settings: list[str] | None = None
     ids: list[int] = []
     left_out: list[int] = []
@@ -62,7 +64,7 @@ def sweep_jaccard(dataset: Any, sweep_files: Sequence[str], sizes: dict[int, tup
             unions: dict[bytes, float | None] = {}
             values = []
             for s in range(len(settings)):
-                union = shard.union(row, s)
+                union = shard.union(row, s, grid)
                 key = union.tobytes()
                 if key not in unions:
                     unions[key] = jaccard(grid_to_image(union, h, w), objects, crowd)
@@ -138,14 +140,16 @@ def select_setting(scoring: Scoring, *, decoder: dict, sweep_files: Sequence[str
     from evaluate.datasets.coco import CocoDataset, manifest_sizes
     from evaluate.ledger.scoring import Scored, score_on_record
     from evaluate.plumbing.atomic import read_json, write_text
+    from evaluate.readings.geometry import Geometry
     from evaluate.scores.measures import make_measure
 
     chosen = get_decoder(decoder["name"])
     manifest = read_json(manifest_file)
     sweep_files = [str(f) for f in sweep_files]
+    side = Geometry.from_meta(read_json(scoring.features_meta)).keys480_grid  # the swept keys' grid
 
     def select(dataset: Any) -> Scored:
-        sweep = sweep_jaccard(dataset, sweep_files, manifest_sizes(manifest))
+        sweep = sweep_jaccard(dataset, sweep_files, manifest_sizes(manifest), (side, side))
         best = best_setting(sweep, annotations)
         rows = sweep_rows(sweep, decoder=chosen, checkpoint=scoring.checkpoint, dataset=scoring.dataset,
                           resamples=resamples, seed=seed)

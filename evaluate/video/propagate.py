@@ -10,9 +10,10 @@ neighbours among the frozen patch features of a context of frames:
   `neighbourhood` rows and columns, in every context frame; per query the `topk` largest weights over all context
   frames together are kept (values below the k-th set to 0, so ties may keep more), divided by their sum; the soft
   labels of the frame are the context labels weighted so (`Propagator.step`);
-- output (`labels_from_soft`): the soft labels bilinearly upsampled x16 (align_corners False), each channel whose max
-  is > 0 min-max scaled to [0, 1] (a constant positive channel becomes 1), argmax (ties to the lowest id), uint8,
-  resized with PIL NEAREST to the frame's own size.
+- output (`labels_from_soft`): the soft labels bilinearly upsampled x p (the network's patch: x16 for ViT-S/16,
+  x8 for p 8, x14 for p 14; align_corners False), each channel whose max is > 0 min-max scaled to [0, 1] (a constant
+  positive channel becomes 1), argmax (ties to the lowest id), uint8, resized with PIL NEAREST to the frame's own
+  size.
 
 The same numbers, computed in less time and memory than DINO's code: the window is built once per grid with array
 operations (`tiles`: blocks of TILE x TILE query patches, each with the box of source patches that holds its windows
@@ -21,6 +22,10 @@ matched, never the full affinity of every context frame; and a query's weights c
 (exp is monotone), except where another cosine lies so close to the k-th that float32 rounding could order the two
 either way (`tie_margin`) or the window holds fewer than k sources: those queries take DINO's rule in float64 on the
 tokens as given, over the sources that can matter.
+
+The sizes come from the network's `.geometry` (`evaluate.readings.geometry.Geometry`; a network without one is the
+seed's ViT-S/16): the frames480 size (`Geometry.frames480_size`), the grid (frame size / p) and the upsampling (x p);
+the neighbourhood stays in patches.
 
 `propagate_sequence` runs a network frame by frame on `frames480` (one frame decoded at a time; memory holds the
 context, never the whole video) and writes one index PNG per frame under the frame's own name, each atomically;
@@ -53,7 +58,7 @@ from evaluate.readings.frames import (
     frames480_size,
     resize_nearest,
 )
-from evaluate.readings.geometry import PATCH
+from evaluate.readings.geometry import SEED, Geometry
 from evaluate.readings.images import open_rgb
 
 log = logging.getLogger("evaluate.video.propagate")
@@ -89,10 +94,16 @@ class PropagationError(EvaluationError):
 
 
 class TokenNetwork(Protocol):
-    """Anything with block 12's output tokens: (1, 3, h, w) float32 -> (1, h/16 * w/16, D) float32, row by row
-    (D = 384 for the registry's networks)."""
+    """Anything with the last block's output tokens: (1, 3, h, w) float32 -> (1, h/p * w/p, D) float32, row by row,
+    and a `geometry` (`Geometry`: p, D; optional, the seed's ViT-S/16 where absent)."""
 
     def tokens(self, x: Tensor) -> Tensor: ...
+
+
+def network_geometry(network: Any) -> Geometry:
+    """The network's `.geometry`; the seed's (ViT-S/16) for a network that carries none."""
+    geometry = getattr(network, "geometry", None)
+    return SEED if geometry is None else geometry
 
 
 @dataclass(frozen=True)
@@ -100,9 +111,10 @@ class PropagationSettings:
     """The propagation's settings (DINO's defaults: height 480, n_last_frames 7, topk 5, neighbourhood 12,
     temperature 0.1; given by the config, never defaulted here).
 
-    height: the frames480 short side, a multiple of 16; n_last_frames: previous frames in the context besides frame 0
-    (0: frame 0 alone); topk: weights kept per query; neighbourhood: the window's half-size in patches (0: the whole
-    frame, as DINO's code treats 0); temperature: of exp(cos / temperature).
+    height: the frames480 short side, a multiple of 16 (p 14 networks round it down to a multiple of 14);
+    n_last_frames: previous frames in the context besides frame 0 (0: frame 0 alone); topk: weights kept per query;
+    neighbourhood: the window's half-size in patches (0: the whole frame, as DINO's code treats 0); temperature: of
+    exp(cos / temperature).
     """
 
     height: int
@@ -337,18 +349,19 @@ class Propagator:
         return torch.einsum("nk,nkc->nc", aff, labels[index].double()).float()
 
 
-def labels_from_soft(soft: Tensor, grid: tuple[int, int], size: tuple[int, int]) -> np.ndarray:
+def labels_from_soft(soft: Tensor, grid: tuple[int, int], size: tuple[int, int],
+                     patch: int = SEED.patch) -> np.ndarray:
     """Soft labels (C, gh * gw) -> object ids (H, W) uint8 at the frame's own `size` = (H, W).
 
-    Bilinear x16 (align_corners False) to (16 gh, 16 gw); each channel with max > 0 min-max scaled to [0, 1]; a
-    channel whose soft labels are one positive constant becomes 1 (decided on the soft labels themselves: bilinear
-    rounding may leave an ulp of ripple on a constant, which min-max would blow up to [0, 1]); argmax over channels
-    (ties to the lowest id); PIL NEAREST to (H, W).
+    Bilinear x p (align_corners False) to (p gh, p gw), p the network's patch (the seed's 16 unless given); each
+    channel with max > 0 min-max scaled to [0, 1]; a channel whose soft labels are one positive constant becomes 1
+    (decided on the soft labels themselves: bilinear rounding may leave an ulp of ripple on a constant, which min-max
+    would blow up to [0, 1]); argmax over channels (ties to the lowest id); PIL NEAREST to (H, W).
     """
     gh, gw = grid
     soft = soft.float().reshape(-1, gh * gw)
     constant = ((soft.amax(dim=1) == soft.amin(dim=1)) & (soft.amax(dim=1) > 0))[:, None, None]
-    up = F.interpolate(soft.reshape(1, -1, gh, gw), scale_factor=PATCH, mode="bilinear", align_corners=False,
+    up = F.interpolate(soft.reshape(1, -1, gh, gw), scale_factor=int(patch), mode="bilinear", align_corners=False,
                        recompute_scale_factor=False)[0]  # (C, h, w)
     low = up.amin(dim=(1, 2), keepdim=True)
     high = up.amax(dim=(1, 2), keepdim=True)
@@ -377,11 +390,12 @@ def _device_of(network: TokenNetwork) -> torch.device:
     return first.device if first is not None else torch.device("cpu")
 
 
-def frame_tokens(network: TokenNetwork, frame: Path, height: int,
-                 device: torch.device) -> tuple[Tensor, tuple[int, int]]:
-    """Read one frame as frames480 and run the network: ((N, D) float32 tokens, (H, W) the frame's own size)."""
+def frame_tokens(network: TokenNetwork, frame: Path, height: int, device: torch.device,
+                 geometry: Geometry = SEED) -> tuple[Tensor, tuple[int, int]]:
+    """Read one frame as frames480 at the network's geometry and run the network: ((N, D) float32 tokens, (H, W) the
+    frame's own size)."""
     img = open_rgb(frame)
-    x = frames480_input(img, height).unsqueeze(0).to(device)
+    x = frames480_input(img, height, geometry).unsqueeze(0).to(device)
     tokens = network.tokens(x)
     return tokens[0].float(), (img.size[1], img.size[0])
 
@@ -399,25 +413,29 @@ def propagate_sequence(network: TokenNetwork, sequence: VideoSequence, settings:
     started = time.perf_counter()
     out_dir = Path(out_dir)
     device = _device_of(network)
+    geometry = network_geometry(network)
     first = first_mask(sequence)
     frames = sequence.frames
     write_mask(out_dir / f"{frames[0].stem}.png", first.labels)
-    tokens, _ = frame_tokens(network, frames[0], settings.height, device)
+    tokens, _ = frame_tokens(network, frames[0], settings.height, device, geometry)
     h, w = first.labels.shape
-    new_w, new_h = frames480_size(w, h, settings.height)
-    grid = (new_h // PATCH, new_w // PATCH)
+    new_w, new_h = frames480_size(w, h, settings.height, geometry)
+    grid = (new_h // geometry.patch, new_w // geometry.patch)
+    if tokens.shape[0] != grid[0] * grid[1]:
+        raise PropagationError(f"{frames[0]}: the network gave {tokens.shape[0]} tokens for a {new_w} x {new_h} "
+                               f"input, not the {grid[0]} x {grid[1]} patches of its geometry (patch {geometry.patch})")
     first_grid = resize_nearest(first.labels, grid)
     propagator = Propagator(tokens, one_hot(first_grid, first.n_objects + 1).to(device), grid, settings)
     log.info("%s: %d frames of %d x %d px, %d object(s), grid %d x %d, settings %s", sequence.name, len(frames), w,
              h, first.n_objects, grid[0], grid[1], settings.name)
     every = max(1, len(frames) // 10)
     for t in range(1, len(frames)):
-        tokens, frame_size = frame_tokens(network, frames[t], settings.height, device)
+        tokens, frame_size = frame_tokens(network, frames[t], settings.height, device, geometry)
         if frame_size != (h, w):
             raise PropagationError(f"{frames[t]}: frame is {frame_size[1]} x {frame_size[0]} px but the sequence's "
                                    f"first frame {frames[0].name} is {w} x {h}")
         soft = propagator.step(tokens)
-        write_mask(out_dir / f"{frames[t].stem}.png", labels_from_soft(soft, grid, (h, w)))
+        write_mask(out_dir / f"{frames[t].stem}.png", labels_from_soft(soft, grid, (h, w), geometry.patch))
         if t % every == 0 or t == len(frames) - 1:
             elapsed = time.perf_counter() - started
             log.info("%s: frame %d/%d (%.2f s a frame)", sequence.name, t + 1, len(frames), elapsed / (t + 1))

@@ -298,6 +298,7 @@ def figure_truth():
 def eigenvector_inputs(wildcards):
     return {
         "keys480": feature_shards(wildcards.checkpoint, wildcards.dataset, paths.KEYS480),
+        "meta": first_shard_meta(wildcards),
         "manifest": paths.MANIFEST.format(dataset=wildcards.dataset),
         "selected": paths.SELECTED,
     }
