@@ -12,7 +12,7 @@ CONFIG ?=
 CONFIG_ARGS := $(if $(CONFIG),--configfile $(CONFIG) --replace-workflow-config)
 SMK = $(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) $(CONFIG_ARGS)
 
-.PHONY: setup run dry-run features tables unlock report verify test check lint bench slurm-test clean help
+.PHONY: setup run dry-run features tables unlock report verify test check lint docs bench slurm-test clean help
 
 help:
 	@echo "make run        set up, then run the whole workflow on config.yaml (the embedded demo as shipped);"
@@ -20,6 +20,7 @@ help:
 	@echo "make test       set up, then run the test suite"
 	@echo "make check      the bad-input matrix alone"
 	@echo "make lint       snakemake --lint (only the software-environment finding allowed) and snakefmt --check"
+	@echo "make docs       the documentation site into site/ (mkdocs build --strict: a broken link fails it)"
 	@echo "make dry-run    list the jobs that would run"
 	@echo "make tables     regenerate tables and figures from the ledger"
 	@echo "make report     results/snakemake-report.html (Snakemake's HTML report; results/report.html is ours)"
@@ -32,7 +33,7 @@ help:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test,slurm]'
+	$(PY) -m pip install --quiet -e '.[test,slurm,docs]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -68,6 +69,10 @@ test: setup
 lint: setup
 	$(PY) .ci/lint.py $(SNAKEMAKE)
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules/*.smk
+
+# The configuration reference and the home page are generated while the site builds (docs/config_reference.py).
+docs: setup
+	$(PY) -m mkdocs build --strict --site-dir site
 
 check: setup
 	$(PY) -m pytest -q -rs -m badinput

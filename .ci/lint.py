@@ -1,7 +1,7 @@
 """`snakemake --lint` must find nothing but the per-rule software environment, which cannot be met honestly here.
 
 No conda channel or container registry is reachable from this project's machines, so an environment file could
-never be built or tested (README, "Software environments"). Snakemake 9.27 prints its findings as text even with
+never be built or tested (docs/development.md, "Software environments"). Snakemake 9.27 prints its findings as text even with
 `--lint json`; this parses that text. Exit 0 when the only findings are the environment one, else 1 with the rest.
 Usage: python .ci/lint.py [snakemake executable]
 """
@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
         for where, what in others:
             print(f"  {where}: {what}")
         return 1
-    print(f"snakemake --lint: clean apart from the per-rule software environment ({allowed} rules; see README)")
+    print(f"snakemake --lint: clean apart from the per-rule software environment ({allowed} rules; see docs/development.md)")
     return 0
 
 

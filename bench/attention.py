@@ -41,6 +41,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.machine import machine_line
 from bench.scale import COCO_MINI, FEATURES, add_job_options
 from evaluate.attention.entropy import row_entropy
 from evaluate.attention.network import image_row_means, tokens_and_spread
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     what, data = batches(args.images, args.batch)
     n_images = sum(x224.shape[0] for _, x224 in data)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {what}, batch {args.batch}, "
+    print(machine_line())
+    print(f"{what}, batch {args.batch}, "
           f"{args.repeats} rounds; load average before {os.getloadavg()[0]:.1f} (other processes share the CPUs)")
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     for architecture in args.architectures:

@@ -37,6 +37,7 @@ import scipy.ndimage
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.machine import machine_line  # noqa: E402
 from decoders import square_grid, sweep_settings  # noqa: E402
 from decoders.ncut.cut import _Graph, _ImageCuts, check_keys, ncut_decode, ncut_sweep  # noqa: E402
 from decoders.ncut.settings import TOKENCUT  # noqa: E402
@@ -140,7 +141,8 @@ def main(argv=None) -> int:
     n = len(keys)
     grid_rc = square_grid(keys.shape[1])
     print(f"keys: {source}")
-    print(f"machine: {os.cpu_count()} cores, BLAS threads {args.threads}; load average {os.getloadavg()[0]:.1f} "
+    print(machine_line())
+    print(f"BLAS threads {args.threads}; load average {os.getloadavg()[0]:.1f} "
           f"(other jobs on the machine inflate every figure)")
 
     # warm up both paths (imports, buffers, BLAS threads)

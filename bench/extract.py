@@ -43,6 +43,7 @@ from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import machine_line  # noqa: E402
 from bench.scale import add_job_options  # noqa: E402
 from evaluate.networks.registry import ARCHITECTURES, REGISTRY  # noqa: E402
 from evaluate.networks.vit import resample_pos_embed  # noqa: E402
@@ -230,8 +231,9 @@ def main(argv: list[str] | None = None) -> None:
     a, b, out = torch.randn(size, size), torch.randn(size, size), torch.empty(size, size)
     matmul_sample(a, b, out)
     matmul = lambda: matmul_sample(a, b, out)  # noqa: E731
+    print(machine_line())
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.images} images per reading, "
+        f"{args.images} images per reading, "
         f"batch {args.batch}, load average before {os.getloadavg()[0]:.1f} (other processes share the CPUs)"
     )
     cpu_start, wall_start = time.process_time(), time.perf_counter()

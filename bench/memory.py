@@ -29,6 +29,9 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from bench.machine import machine_line  # noqa: E402
+
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 RULES = ("preprocess", "extract", "sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder",
          "train_probe", "score_probe", "scores",
@@ -86,6 +89,7 @@ def main() -> int:
     parser.add_argument("--shard-size", type=int, default=10)
     parser.add_argument("--keep", type=Path, help="keep the working folders here instead of a temporary folder")
     args = parser.parse_args()
+    print(machine_line(), "(this process; the workflow's jobs set their own threads)")
     if not (COCO_MINI / "annotations.json").is_file():
         print(f"bench/memory.py needs {COCO_MINI} (coco2017-mini); it is absent here", file=sys.stderr)
         return 2
@@ -98,7 +102,6 @@ def main() -> int:
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-memory-"))
     root.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(REPO))
     from evaluate.demo.checkpoints import make_demo_checkpoint
 
     checkpoint = root / "seeded.pth"

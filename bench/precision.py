@@ -47,6 +47,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.machine import machine_line  # noqa: E402
 from bench.memory import pooled_subset  # noqa: E402
 from bench.scale import COCO_MINI, FEATURES, add_job_options  # noqa: E402
 from decoders import get_decoder  # noqa: E402
@@ -183,8 +184,9 @@ def measure(args: argparse.Namespace, root: Path) -> None:
     val, val_annotations, val_ids = splits["val"]
     sizes = {i: val.image_size(i) for i in val_ids}
     load_before = os.getloadavg()
+    print(machine_line())
     print(f"{len(val_ids)} val + {len(splits['train'][2])} train coco2017-mini photos; device {device}, batch "
-          f"{args.batch}, {args.threads} torch threads, {args.workers} decoding workers, features stored as "
+          f"{args.batch}, {args.workers} decoding workers, features stored as "
           f"{FEATURES['dtype']}; decoder setting {setting.name}; load average before {load_before[0]:.1f}")
     started_cpu, started_wall = time.process_time(), time.perf_counter()
 

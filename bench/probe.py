@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import machine_line  # noqa: E402
 from evaluate.experiment import config_defaults  # noqa: E402
 from evaluate.probe.labels import IGNORE, class_index, dataset_patch_labels, probe_classes  # noqa: E402
 from evaluate.probe.linear import fit_probe  # noqa: E402
@@ -133,11 +134,11 @@ def main() -> None:
     ap.add_argument("--annotations", help="COCO annotation JSON of the --features data set")
     ap.add_argument("--stream-images", type=int, help="time the streaming subsample + fit on N images' shards")
     args = ap.parse_args()
+    print(machine_line(), flush=True)
     if args.stream_images:
         stream(args.stream_images, args.weight_decay, args.seed)
         return
 
-    import torch
     from sklearn.linear_model import LogisticRegression
 
     if args.features:
@@ -156,7 +157,7 @@ def main() -> None:
     n = len(y)
     print(f"{source}: {n:,} training tokens, {len(yt):,} held out, 384 features, {n_classes} classes, "
           f"weight_decay {args.weight_decay:g} (scikit-learn C = {1 / (args.weight_decay * n):.4g}), "
-          f"max_iter {args.max_iter}, torch threads {torch.get_num_threads()}", flush=True)
+          f"max_iter {args.max_iter}", flush=True)
 
     t0 = time.perf_counter()
     probe = fit_probe(x, y, n_classes, weight_decay=args.weight_decay, max_iter=args.max_iter, tol=PROBE["tol"])

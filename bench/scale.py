@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 
+from bench.machine import machine_line  # noqa: E402
 from evaluate.networks.checkpoints import load_backbone  # noqa: E402
 from evaluate.datasets.coco import CocoDataset  # noqa: E402
 from evaluate.demo.checkpoints import make_demo_checkpoint  # noqa: E402
@@ -99,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
                                                        architecture="vit-s16"), which="teacher").model
                   for i in range(k)]
         load_before = os.getloadavg()
+        print(machine_line())
         print(f"{k} seeded checkpoints, coco2017-mini JPEGs; {len(ids)} images (network excluded), {len(net_ids)} "
-              f"(network included); {args.workers} workers, batch {args.batch}, {args.threads} torch threads, "
-              f"{os.cpu_count()} CPUs; load average before {load_before[0]:.2f} (1 min) {load_before[1]:.2f} (5 min)")
+              f"(network included); {args.workers} workers, batch {args.batch}; load average before "
+              f"{load_before[0]:.2f} (1 min) {load_before[1]:.2f} (5 min)")
         cpu_start, wall_start = time.process_time(), time.perf_counter()
 
         # ---- preprocessing throughput: 1 worker against --workers, alternately, each into a new folder

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.machine import machine_line
 from evaluate.datasets.davis import DavisDataset, VideoSequence, first_mask
 from evaluate.readings.frames import frames480_input, frames480_size, resize_nearest
 from evaluate.readings.geometry import PATCH
@@ -265,8 +266,8 @@ def main() -> int:
     settings = PropagationSettings(height=args.height, **DINO)
     seq = sub_sequence(DavisDataset(args.root).sequence(args.sequence), args.frames)
     load = os.getloadavg()[0]
-    print(f"{args.sequence}, {len(seq.frames)} frames; settings {settings.name}; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} thread(s), {os.cpu_count()} CPU(s), load average {load:.1f}")
+    print(machine_line())
+    print(f"{args.sequence}, {len(seq.frames)} frames; settings {settings.name}; load average {load:.1f}")
     network = seeded_vit()
     tokens, per_frame = features_of(seq, network, args.height)
     print(f"features: {per_frame:.2f} s a frame (network only)")

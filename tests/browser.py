@@ -2,7 +2,7 @@
 commands on fd 3 and writes replies on fd 4, each a JSON message ended by a NUL byte). No driver package needed.
 
 `open_page(html_path, screenshot)` loads a local page, waits for its load event (images included), and returns
-what the page holds as the browser sees it: tables (id, row count), images (resolved src, whether decoded),
+what the page holds as the browser sees it: its title, tables (id, row count), images (resolved src, whether decoded),
 links (resolved href) and element ids; it saves a PNG screenshot of the first VIEWPORT of the page.
 """
 
@@ -22,6 +22,7 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync")
 VIEWPORT = (1280, 1000)
 PAGE_FACTS = """JSON.stringify({
+  title: document.title,
   tables: [...document.querySelectorAll('table')].map(t => ({id: t.id, rows: t.rows.length})),
   images: [...document.images].map(i => ({src: i.src, ok: i.complete && i.naturalWidth > 0})),
   links: [...document.links].map(a => a.href),

@@ -1,4 +1,4 @@
-"""CUDA agrees with the CPU reference within the documented tolerance (README, "Devices").
+"""CUDA agrees with the CPU reference within the documented tolerance (docs/devices.md).
 
 Runs only where a CUDA device is present (skipped elsewhere): nothing in the product depends on a GPU.
 Tolerances, as relative Frobenius errors ||cuda - cpu float32|| / ||cpu float32|| of one batch of keys480 and

@@ -27,7 +27,7 @@ from evaluate.readings.images import normalise_pixels
 
 # Relative error ||bfloat16 - float32|| / ||float32|| of keys480 and tokens224, per architecture. On coco2017-mini
 # photos the seeded checkpoints gave at most 6e-3 (ViT-S/16, its LayerScale form, XCiT-S12/16) and 2.4e-2
-# (Aug-ViT-S) (bench/precision.py, README "Precision"; docs/design.md §3); bfloat16 keeps 8 significant bits
+# (Aug-ViT-S) (bench/precision.py, docs/devices.md; docs/design.md §3); bfloat16 keeps 8 significant bits
 # (2^-9 = 2e-3 relative per rounding), so the bounds are about three times the measured figures.
 BFLOAT16_BOUND = {"vit-s16": 2e-2, "vit-s16-layerscale": 2e-2, "xcit-s12-16": 2e-2, "augvit-s16": 6e-2}
 # float32 against float32 computed the same way is exact; a bfloat16 run must differ by far more than float32's own

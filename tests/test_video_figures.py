@@ -11,7 +11,7 @@ from videos import truth_as_results
 
 from evaluate.datasets.davis import DavisDataset, VideoDatasetError
 from evaluate.demo.videos import make_demo_videos
-from evaluate.outputs.figures import PALETTE, FigureError
+from evaluate.outputs.drawing import PALETTE, FigureError
 from evaluate.outputs.overlays import ALPHA
 from evaluate.outputs.video_figures import paint_objects, shown_frames, video_figure
 

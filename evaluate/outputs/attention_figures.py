@@ -22,8 +22,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from evaluate.attention.summary import ENTROPY, SPREAD
-from evaluate.outputs.figures import DPI, PALETTE, RUN_FIGSIZE, FigureError, _safe, save_png
+from evaluate.outputs.drawing import DPI, PALETTE, RUN_FIGSIZE, FigureError, safe_name, save_png
 from evaluate.outputs.table_model import DIGITS, MEASURE_DIGITS
+from evaluate.outputs.views import attention_records
 
 HEATMAP_FIGSIZE = (9.0, 5.0)
 ROWS_PANEL = 2.0  # inches per panel of the per-patch figure
@@ -109,8 +110,6 @@ def attention_figures(records: Sequence[dict], out_dir: str | os.PathLike,
     a per-head spread against epoch per run with an epoch (`attention-heads_{dataset}_{run}`), and the per-patch
     figure of each checkpoint in `rows_files` (checkpoint -> the `attention_rows` job's .npz;
     `attention-patch_{dataset}_{ckpt}`). Returns the PNG paths."""
-    from evaluate.outputs.views import attention_records  # noqa: PLC0415
-
     out = Path(out_dir)
     files: list[Path] = []
     for dataset, recs in sorted(attention_records(records).items()):
@@ -119,14 +118,15 @@ def attention_figures(records: Sequence[dict], out_dir: str | os.PathLike,
             tables = rec.get("attention_tables")
             if tables is None:
                 continue
+            name = f"attention-heatmap_{safe_name(dataset)}_{safe_name(rec['checkpoint'])}.png"
             files.append(attention_heatmap(tables, f"{rec['checkpoint']} on {dataset}: attention per block and head",
-                                           out / f"attention-heatmap_{_safe(dataset)}_{_safe(rec['checkpoint'])}.png"))
+                                           out / name))
             if rec["epoch"] is not None:
                 runs.setdefault(rec["run"] or rec["checkpoint"], []).append(
                     (int(rec["epoch"]), tables["attention_spread"][-1]))
         for run, points in sorted(runs.items()):
             files.append(head_spread_figure(points, f"run {run} on {dataset}: last block's spread per head",
-                                            out / f"attention-heads_{_safe(dataset)}_{_safe(run)}.png"))
+                                            out / f"attention-heads_{safe_name(dataset)}_{safe_name(run)}.png"))
     for checkpoint, path in sorted((rows_files or {}).items()):
         try:
             with np.load(path, allow_pickle=False) as saved:
@@ -139,5 +139,5 @@ def attention_figures(records: Sequence[dict], out_dir: str | os.PathLike,
         dataset = Path(path).stem
         files.append(patch_rows_figure(
             pixels, rows, patch, f"{checkpoint}, image {image_id}: last block's attention from patch {patch}",
-            out / f"attention-patch_{_safe(dataset)}_{_safe(checkpoint)}.png"))
+            out / f"attention-patch_{safe_name(dataset)}_{safe_name(checkpoint)}.png"))
     return files

@@ -1,7 +1,7 @@
 """Figures (`results/figures/`: PNG, and the same figure as PDF beside it for LaTeX), regenerated from the ledger
 and decoder outputs; byte-identical on a re-run.
 
-Determinism: matplotlib's Agg canvas through `matplotlib.figure.Figure` (no pyplot global state), fixed figure
+Determinism (`evaluate.outputs.drawing.save_png`): matplotlib's Agg canvas through `matplotlib.figure.Figure` (no pyplot global state), fixed figure
 size and dpi, no `Software` entry in the PNG metadata and no `CreationDate` in the PDF (the only varying parts
 matplotlib writes).
 
@@ -29,43 +29,21 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from evaluate import EvaluationError
-from evaluate.plumbing.atomic import atomic_path
-from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 from evaluate.ledger.records import read_records
+from evaluate.outputs.attention_figures import attention_figures
+from evaluate.outputs.drawing import DPI, PALETTE, RUN_FIGSIZE, FigureError, safe_name, save_png
+from evaluate.outputs.overlays import gallery_figure, mask_overlays
+from evaluate.outputs.table_model import DISPLAY_NAMES
+from evaluate.outputs.tables import eval_measures
+from evaluate.outputs.video_figures import video_figures
+from evaluate.outputs.views import gallery_picks
+from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 from evaluate.readings.geometry import SEED
 
-DPI = 100
-RUN_FIGSIZE = (6.4, 4.0)
 EIGEN_FIGSIZE = (8.0, 4.0)
-PALETTE = np.array([
-    [230, 25, 75], [60, 180, 75], [0, 130, 200], [245, 130, 48], [145, 30, 180], [70, 240, 240],
-    [240, 50, 230], [210, 245, 60],
-], dtype=np.float32)
-
-
-class FigureError(EvaluationError):
-    """An input a figure needs is missing or malformed; names the file."""
-
-
-def save_png(fig: Figure, path: str | os.PathLike) -> Path:
-    """Render `fig` with Agg at DPI and write it atomically as a PNG without a Software stamp, and the same figure
-    as a PDF (vector, no CreationDate) beside it (`.pdf` for `.png`); return the PNG's path."""
-    FigureCanvasAgg(fig)
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": None})
-    with atomic_path(path.with_suffix(".pdf")) as tmp:
-        fig.savefig(tmp, format="pdf", dpi=DPI, metadata={"CreationDate": None})
-    return path
-
-
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in str(name))
 
 
 # ----------------------------------------------------------------------------------- measures against epoch
@@ -107,7 +85,7 @@ def _measure_figures(records: Sequence[dict], out_dir: str | os.PathLike) -> lis
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize="small")
         fig.tight_layout()
-        files.append(save_png(fig, Path(out_dir) / f"{_safe(dataset)}_{_safe(measure)}.png"))
+        files.append(save_png(fig, Path(out_dir) / f"{safe_name(dataset)}_{safe_name(measure)}.png"))
     return files
 
 
@@ -270,13 +248,7 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     the propagated masks of each video data set and checkpoint (`evaluate.outputs.video_figures`; video:
     {"videos", "results"}, the first `overlay_images` sequences of each). Returns the PNG paths (each has its PDF
     beside it)."""
-    from evaluate.outputs.attention_figures import attention_figures  # noqa: PLC0415
-    from evaluate.outputs.video_figures import video_figures  # noqa: PLC0415
     from evaluate.scores.agreement import pair_agreement  # noqa: PLC0415
-    from evaluate.outputs.overlays import gallery_figure, mask_overlays  # noqa: PLC0415
-    from evaluate.outputs.table_model import DISPLAY_NAMES  # noqa: PLC0415
-    from evaluate.outputs.tables import eval_measures  # noqa: PLC0415
-    from evaluate.outputs.views import gallery_picks  # noqa: PLC0415
 
     out = Path(out_dir)
     records = read_records(Path(ledger_dir) / RECORDS_IN_LEDGER)
@@ -284,7 +256,7 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     if dataset is not None and masks:
         name = dataset["name"]
         jaccard = record_jaccard(records, name)
-        overlay = out / f"overlays_{_safe(name)}.png"
+        overlay = out / f"overlays_{safe_name(name)}.png"
         files.append(mask_overlays(dataset["images"], dataset["annotations"], masks, overlay, k=overlay_images,
                                    jaccard=jaccard, truth=truth))
         if gallery_images:
@@ -295,7 +267,8 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                     files.append(gallery_figure(
                         dataset["images"], dataset["annotations"], masks[rec["checkpoint"]], worst, best,
                         jaccard.get(rec["checkpoint"], {}),
-                        out / f"gallery_{_safe(name)}_{_safe(rec['checkpoint'])}.png", rec["checkpoint"], truth))
+                        out / f"gallery_{safe_name(name)}_{safe_name(rec['checkpoint'])}.png", rec["checkpoint"],
+                        truth))
     sweeps = [r for r in records if r["kind"] == "sweep"]
     if sweep_csv is not None and sweeps:
         files.append(sweep_heatmap(sweep_csv, sweeps[0]["setting"], out / "sweep_heatmap.png"))
@@ -307,7 +280,7 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
             if len(entry["checkpoints"]) >= 2:
                 files.append(agreement_scatter(
                     a, b, entry, tuple(DISPLAY_NAMES[k][0] for k in SCATTER_PAIR), name,
-                    out / f"agreement_{_safe(name)}_{SCATTER_PAIR[0]}_{SCATTER_PAIR[1]}.png"))
+                    out / f"agreement_{safe_name(name)}_{SCATTER_PAIR[0]}_{SCATTER_PAIR[1]}.png"))
     files += attention_figures(records, out, attention_rows)
     if video and video["videos"]:
         files += video_figures(video["videos"], video["results"], records, out, sequences=overlay_images)

@@ -26,7 +26,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from PIL import Image
 
-from evaluate.outputs.figures import DPI, PALETTE, FigureError, save_png
+from evaluate.outputs.drawing import DPI, PALETTE, FigureError, save_png
 
 TILE_INCHES = 2.0
 LEGEND_INCHES = 0.6

@@ -21,17 +21,25 @@ A measure name that occurs in records of more than one kind becomes `{kind}:{mea
 from __future__ import annotations
 
 import csv
-import math
 import os
 from pathlib import Path
 from typing import Sequence
 
 from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records
-from evaluate.networks import REFERENCE_PRECISION
-from evaluate.plumbing.paths import RECORDS_IN_LEDGER
+from evaluate.outputs import views
+from evaluate.outputs.rows import (
+    ABSENT,
+    INTERVAL_TEXT,
+    checkpoint_rows,
+    describe_dataset,
+    identity_columns,
+    missing_cell,
+    percent,
+    run_name,
+    unit,
+)
 from evaluate.outputs.table_model import (
-    DESCRIPTIVE,
     DISPLAY_NAMES,
     Cell,
     Column,
@@ -41,13 +49,12 @@ from evaluate.outputs.table_model import (
     text_column,
     write_table,
 )
+from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 from evaluate.scores.measures import PERCENT, measure_scale, stats_array
 
 MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy", "attention_spread",
                  "attention_entropy", "jf_mean", "j_mean", "f_mean", "j_recall", "f_recall", "j_decay", "f_decay")
-ABSENT = Cell(text="–", latex="--")  # a reading the checkpoint's network does not have (XCiT's attention spread)
 TAU_DIGITS = 2  # decimals of Kendall's tau
-INTERVAL_TEXT = "value [95% bootstrap interval over images]"
 
 
 # --------------------------------------------------------------------------------------------------- tables
@@ -65,10 +72,6 @@ def _column_names(records: Sequence[dict]) -> dict[tuple[str, str], str]:
         for m in rec["measures"]:
             kinds.setdefault(m["measure"], set()).add(rec["kind"])
     return {(k, name): (name if len(ks) == 1 else f"{k}:{name}") for name, ks in kinds.items() for k in ks}
-
-
-def _run_name(rec: dict) -> str:
-    return rec["run"] if rec["run"] else rec["checkpoint"]
 
 
 def _index_measures(records: Sequence[dict], columns: dict) -> dict[tuple[str, str, str], tuple[dict, dict]]:
@@ -97,50 +100,6 @@ def eval_measures(records: Sequence[dict], dataset: str) -> tuple[list[str], dic
     return sorted(out, key=_measure_sort_key), out
 
 
-def _architecture(recs: Sequence[dict], checkpoint: str) -> str:
-    return next((str(r["architecture"]) for r in recs if r["checkpoint"] == checkpoint and r.get("architecture")),
-                "")
-
-
-def describe_dataset(recs: Sequence[dict], dataset: str) -> str:
-    """Caption text: the data set, its number of images (and how many a measure left out), the decoder and
-    probe settings of these records, and the network precision of their features unless all are float32 (a table
-    that mixes precisions lists each with its checkpoints)."""
-    measures = [m for r in recs for m in r["measures"]]
-    n = max((m["n_images"] + m["n_left_out"] for m in measures), default=0)
-    parts = [f"{dataset}, {n} {_unit(recs)}"]
-    left = sorted({(m["n_images"], m["measure"]) for m in measures if m["n_left_out"]})
-    for scored in sorted({s for s, _ in left}):
-        names = ", ".join(DISPLAY_NAMES.get(x, (x,))[0] for s, x in left if s == scored)
-        parts.append(f"{names} over the {scored} with non-crowd ground truth")
-    text_ = "; ".join(parts) + "."
-    for kind, noun in (("decoder", "Decoder setting"), ("probe", "Probe")):
-        settings = sorted({r["setting"] for r in recs if r["kind"] == kind})
-        if settings:
-            text_ += f" {noun}: {'; '.join(settings)}."
-    return text_ + _precision_note(recs)
-
-
-def _precision_note(recs: Sequence[dict]) -> str:
-    """"" when every record's features ran in float32 (the reference); else the precision, or, where the records
-    mix precisions, each precision with its checkpoints. A record older than the field counts as float32, the one
-    precision of the CPU before `features.precision` (`features.autocast` was an opt-in switch of CUDA)."""
-    by_precision: dict[str, set[str]] = {}
-    for r in recs:
-        by_precision.setdefault(r.get("precision") or REFERENCE_PRECISION, set()).add(r["checkpoint"])
-    if set(by_precision) <= {REFERENCE_PRECISION}:
-        return ""
-    if len(by_precision) == 1:
-        return f" Network precision: {next(iter(by_precision))}."
-    listed = "; ".join(f"{p} ({', '.join(sorted(c))})" for p, c in sorted(by_precision.items()))
-    return f" Mixed network precisions: {listed}."
-
-
-def _unit(recs: Sequence[dict]) -> str:
-    """What the records' intervals resample: "sequences" for video records (§12), else "images"."""
-    return "sequences" if recs and all(r["kind"] == "video" for r in recs) else "images"
-
-
 def _units(recs: Sequence[dict]) -> str:
     """"Percent", and the measures in another unit (the attention entropy, in nats) where the records hold any."""
     other = sorted({m["measure"] for r in recs for m in r["measures"] if measure_scale(m) != PERCENT})
@@ -150,39 +109,8 @@ def _units(recs: Sequence[dict]) -> str:
 
 
 def _score_caption(what: str, recs: Sequence[dict], dataset: str, best: str = "best per column in bold") -> str:
-    interval = INTERVAL_TEXT.replace("over images", f"over {_unit(recs)}")
+    interval = INTERVAL_TEXT.replace("over images", f"over {unit(recs)}")
     return f"{what} on {describe_dataset(recs, dataset)} {_units(recs)}, {interval}; {best}."
-
-
-def _missing(recs: Sequence[dict], checkpoint: str, dataset: str, col: str) -> Cell:
-    """The cell of a measure a checkpoint lacks: a dash where its record says the reading is absent, else empty."""
-    absent = any(r.get("attention_absent") for r in recs if r["checkpoint"] == checkpoint and r["dataset"] == dataset)
-    return ABSENT if absent and col.split(":", 1)[-1] in DESCRIPTIVE else Cell()
-
-
-def _checkpoint_rows(recs: Sequence[dict], index: dict, dataset: str, cols: Sequence[str],
-                     ids: Sequence[str]) -> list[list[Cell]]:
-    """Rows of checkpoint tables: identity cells (`ids` among run, epoch, architecture, checkpoint), then one
-    value [lo, hi] cell per measure column; sorted by run, epoch (None last), checkpoint."""
-    order = sorted({(_run_name(r), r["epoch"] is None, r["epoch"] or 0, r["checkpoint"]) for r in recs})
-    rows = []
-    for run, _, _, ckpt in order:
-        epoch = next(r["epoch"] for r in recs if r["checkpoint"] == ckpt)
-        identity = {"run": run, "epoch": epoch, "architecture": _architecture(recs, ckpt), "checkpoint": ckpt}
-        cells = [text(identity[k]) for k in ids]
-        for col in cols:
-            hit = index.get((ckpt, dataset, col))
-            cells.append(_missing(recs, ckpt, dataset, col) if hit is None
-                         else Cell(hit[1]["value"], hit[1]["ci_low"], hit[1]["ci_high"]))
-        rows.append(cells)
-    return rows
-
-
-def _identity(recs: Sequence[dict], with_run: bool) -> list[str]:
-    ids = (["run"] if with_run else []) + ["epoch"]
-    if any(r.get("architecture") for r in recs):
-        ids.append("architecture")
-    return ids + ["checkpoint"]
 
 
 def checkpoint_tables(records: Sequence[dict]) -> list[Table]:
@@ -195,10 +123,10 @@ def checkpoint_tables(records: Sequence[dict]) -> list[Table]:
         recs = [r for r in evals if r["dataset"] == dataset]
         cols = sorted({columns[(r["kind"], m["measure"])] for r in recs for m in r["measures"]},
                       key=_measure_sort_key)
-        ids = _identity(recs, with_run=True)
+        ids = identity_columns(recs, with_run=True)
         table = Table(f"checkpoints_{dataset}", _score_caption("Every checkpoint", recs, dataset),
                       [text_column(k) for k in ids] + [measure_column(c) for c in cols])
-        table.rows = _checkpoint_rows(recs, index, dataset, cols, ids)
+        table.rows = checkpoint_rows(recs, index, dataset, cols, ids)
         tables.append(table)
     return tables
 
@@ -209,23 +137,17 @@ def run_tables(records: Sequence[dict]) -> list[Table]:
     columns = _column_names(evals)
     index = _index_measures(evals, columns)
     tables = []
-    for run in sorted({_run_name(r) for r in evals}):
-        for dataset in sorted({r["dataset"] for r in evals if _run_name(r) == run}):
-            recs = [r for r in evals if _run_name(r) == run and r["dataset"] == dataset]
+    for run in sorted({run_name(r) for r in evals}):
+        for dataset in sorted({r["dataset"] for r in evals if run_name(r) == run}):
+            recs = [r for r in evals if run_name(r) == run and r["dataset"] == dataset]
             cols = sorted({columns[(r["kind"], m["measure"])] for r in recs for m in r["measures"]},
                           key=_measure_sort_key)
-            ids = _identity(recs, with_run=False)
+            ids = identity_columns(recs, with_run=False)
             table = Table(f"run-{run}_{dataset}", _score_caption(f"Run {run} by epoch", recs, dataset),
                           [text_column(k) for k in ids] + [measure_column(c) for c in cols])
-            table.rows = _checkpoint_rows(recs, index, dataset, cols, ids)
+            table.rows = checkpoint_rows(recs, index, dataset, cols, ids)
             tables.append(table)
     return tables
-
-
-def _percent(x: float, scale: float = PERCENT) -> float | None:
-    """`scale` (PERCENT unless a measure's unit is another: `measure_scale`) x `x`; None where the bootstrap left
-    it undefined (NaN)."""
-    return None if not math.isfinite(float(x)) else scale * float(x)
 
 
 def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int,
@@ -257,7 +179,7 @@ def paired_difference(measure_a: dict, measure_b: dict, *, resamples: int,
     stats_a, name = stats_array(per_a, reducer, n_classes)
     stats_b, _ = stats_array(per_b, reducer, n_classes)
     diff, lo, hi = paired_bootstrap_diff(stats_a, stats_b, name, resamples=resamples, seed=seed)
-    return _percent(diff, scale), _percent(lo, scale), _percent(hi, scale), len(pairs)
+    return percent(diff, scale), percent(lo, scale), percent(hi, scale), len(pairs)
 
 
 def compare_tables(records: Sequence[dict], compare_to: str, *, resamples: int,
@@ -277,20 +199,20 @@ def compare_tables(records: Sequence[dict], compare_to: str, *, resamples: int,
             key=_measure_sort_key,
         )
         recs = [r for r in evals if r["dataset"] == dataset]
-        ids = _identity(recs, with_run=True)
+        ids = identity_columns(recs, with_run=True)
         caption = _score_caption(
             f"Each checkpoint minus {compare_to} (paired bootstrap over the images both scored)", recs, dataset,
             "largest difference per column in bold")
         table = Table(f"compare-{compare_to}_{dataset}", caption,
                       [text_column(k) for k in ids] + [measure_column(c, suffix=f" - {compare_to}")
                                                        for c in base_cols])
-        for row in _checkpoint_rows(recs, {}, dataset, [], ids):
+        for row in checkpoint_rows(recs, {}, dataset, [], ids):
             ckpt = row[ids.index("checkpoint")].text
             cells = []
             for col in base_cols:
                 hit = index.get((ckpt, dataset, col))
                 if hit is None:
-                    cells.append(_missing(recs, ckpt, dataset, col))
+                    cells.append(missing_cell(recs, ckpt, dataset, col))
                     continue
                 diff, lo, hi, _ = paired_difference(hit[1], index[(compare_to, dataset, col)][1],
                                                     resamples=resamples, seed=seed)
@@ -379,8 +301,6 @@ def build_tables(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, comp
     resamples, seed: the run's bootstrap (config.yaml `bootstrap`) for every interval drawn here;
     `gallery_images`: images at each end of the gallery table (None: no gallery table).
     """
-    from evaluate.outputs import views  # noqa: PLC0415 - views build on this module's rows and captions
-
     boot = {"resamples": resamples, "seed": seed}
     records = read_records(Path(ledger_dir) / RECORDS_IN_LEDGER)
     tables = checkpoint_tables(records) + run_tables(records)

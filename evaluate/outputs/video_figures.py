@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from evaluate.outputs.figures import DPI, PALETTE, FigureError, _safe, save_png
+from evaluate.outputs.drawing import DPI, PALETTE, FigureError, safe_name, save_png
 from evaluate.outputs.overlays import (
     ALPHA,
     LEGEND_INCHES,
@@ -116,7 +116,7 @@ def video_figures(videos: Mapping[str, Mapping], results: Mapping[str, Mapping[s
             rec = next((r for r in records if r["kind"] == "video" and r["dataset"] == name
                         and r["checkpoint"] == checkpoint), None)
             jf = None if rec is None else {row["sequence"]: row["jf_mean"] for row in rec["per_sequence"]}
-            out = Path(out_dir) / f"video_{_safe(name)}_{_safe(checkpoint)}.png"
+            out = Path(out_dir) / f"video_{safe_name(name)}_{safe_name(checkpoint)}.png"
             files.append(video_figure(dataset, results_dir, names, out, title=f"{checkpoint} on {name}", jf=jf,
                                       truth=bool(video["truth"])))
     return files

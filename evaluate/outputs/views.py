@@ -16,7 +16,7 @@ from typing import Sequence
 
 from evaluate.ledger import LedgerError
 from evaluate.outputs.table_model import Cell, Column, Table, latex_escape, measure_column, text, text_column
-from evaluate.outputs.tables import ABSENT, INTERVAL_TEXT, _checkpoint_rows, _identity, _percent, describe_dataset
+from evaluate.outputs.rows import ABSENT, INTERVAL_TEXT, checkpoint_rows, describe_dataset, identity_columns, percent
 from evaluate.scores.measures import PERCENT
 
 
@@ -67,7 +67,7 @@ def per_category_from_record(rec: dict, jaccard: dict, *, resamples: int, seed: 
 
     out = per_category_mean(jaccard["image_ids"], jaccard["per_image"], rec["image_categories"],
                             resamples=resamples, seed=seed)
-    return [{**e, **{k: _percent(e[k]) for k in ("value", "ci_low", "ci_high")}} for e in out]
+    return [{**e, **{k: percent(e[k]) for k in ("value", "ci_low", "ci_high")}} for e in out]
 
 
 def probe_class_tables(records: Sequence[dict], *, resamples: int, seed: int) -> list[Table]:
@@ -95,7 +95,7 @@ def probe_class_tables(records: Sequence[dict], *, resamples: int, seed: int) ->
         for label, name in enumerate(names):
             first = per[ckpts[0]][label] if ckpts else {"n_images": ""}
             table.rows.append([text(name), text(first["n_images"])] + [
-                Cell(*(None if per[c][label][k] is None else _percent(per[c][label][k])
+                Cell(*(None if per[c][label][k] is None else percent(per[c][label][k])
                        for k in ("value", "ci_low", "ci_high"))) for c in ckpts])
         tables.append(table)
     return tables
@@ -173,14 +173,14 @@ def attention_head_tables(records: Sequence[dict]) -> list[Table]:
             continue
         heads, blocks = max(t["heads"] for t in present), max(t["blocks"] for t in present)
         n = max(m["n_images"] for r in recs for m in r["measures"])
-        ids = _identity(recs, with_run=True)
+        ids = identity_columns(recs, with_run=True)
         caption = (f"Attention of each head in block {blocks} (the last) on {dataset}, {n} images: the mean over "
                    "images and attention rows of the spread e^H / N (percent of the N patches) and of the entropy H "
                    f"(nats). {ABSENT.text}: the network has no attention over patches (XCiT).")
         table = Table(f"attention-heads_{dataset}", caption, [text_column(k) for k in ids] + [
             measure_column(f"{name}_h{h}", best=False) for name in ("attention_spread", "attention_entropy")
             for h in range(1, heads + 1)])
-        for row in _checkpoint_rows(recs, {}, dataset, [], ids):
+        for row in checkpoint_rows(recs, {}, dataset, [], ids):
             ckpt = row[ids.index("checkpoint")].text
             found = next(r["attention_tables"] for r in recs if r["checkpoint"] == ckpt)
             if found is None:

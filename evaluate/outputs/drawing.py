@@ -1,0 +1,46 @@
+"""What every figure module shares (`figures`, `overlays`, `attention_figures`, `video_figures`): the resolution,
+the run figure's size, the palette, the error, file names and the one way a figure is saved.
+
+It imports no other module of `evaluate.outputs`, so every figure module can import it (docs/design.md §8: no
+import cycle).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from evaluate import EvaluationError
+from evaluate.plumbing.atomic import atomic_path
+
+DPI = 100
+RUN_FIGSIZE = (6.4, 4.0)
+PALETTE = np.array([
+    [230, 25, 75], [60, 180, 75], [0, 130, 200], [245, 130, 48], [145, 30, 180], [70, 240, 240],
+    [240, 50, 230], [210, 245, 60],
+], dtype=np.float32)
+
+
+class FigureError(EvaluationError):
+    """An input a figure needs is missing or malformed; names the file."""
+
+
+def save_png(fig: Figure, path: str | os.PathLike) -> Path:
+    """Render `fig` with Agg at DPI and write it atomically as a PNG without a Software stamp, and the same figure
+    as a PDF (vector, no CreationDate) beside it (`.pdf` for `.png`); return the PNG's path."""
+    FigureCanvasAgg(fig)
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": None})
+    with atomic_path(path.with_suffix(".pdf")) as tmp:
+        fig.savefig(tmp, format="pdf", dpi=DPI, metadata={"CreationDate": None})
+    return path
+
+
+def safe_name(name: str) -> str:
+    """`name` as a part of a file name: letters, digits, '.', '_' and '-' kept, anything else '_'."""
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in str(name))

@@ -1,0 +1,103 @@
+"""The rows and caption parts that the ledger's tables (`evaluate.outputs.tables`) and the views of one reading
+(`evaluate.outputs.views`) share: checkpoint rows, their identity columns, the dash of an absent reading, the
+caption's description of a data set and the percent scaling of a cell.
+
+It imports neither of those modules, so both can import it (docs/design.md §8: no import cycle).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from evaluate.networks import REFERENCE_PRECISION
+from evaluate.outputs.table_model import DESCRIPTIVE, DISPLAY_NAMES, Cell, text
+from evaluate.scores.measures import PERCENT
+
+ABSENT = Cell(text="–", latex="--")  # a reading the checkpoint's network does not have (XCiT's attention spread)
+INTERVAL_TEXT = "value [95% bootstrap interval over images]"
+
+
+def run_name(rec: dict) -> str:
+    return rec["run"] if rec["run"] else rec["checkpoint"]
+
+
+def _architecture(recs: Sequence[dict], checkpoint: str) -> str:
+    return next((str(r["architecture"]) for r in recs if r["checkpoint"] == checkpoint and r.get("architecture")),
+                "")
+
+
+def describe_dataset(recs: Sequence[dict], dataset: str) -> str:
+    """Caption text: the data set, its number of images (and how many a measure left out), the decoder and
+    probe settings of these records, and the network precision of their features unless all are float32 (a table
+    that mixes precisions lists each with its checkpoints)."""
+    measures = [m for r in recs for m in r["measures"]]
+    n = max((m["n_images"] + m["n_left_out"] for m in measures), default=0)
+    parts = [f"{dataset}, {n} {unit(recs)}"]
+    left = sorted({(m["n_images"], m["measure"]) for m in measures if m["n_left_out"]})
+    for scored in sorted({s for s, _ in left}):
+        names = ", ".join(DISPLAY_NAMES.get(x, (x,))[0] for s, x in left if s == scored)
+        parts.append(f"{names} over the {scored} with non-crowd ground truth")
+    text_ = "; ".join(parts) + "."
+    for kind, noun in (("decoder", "Decoder setting"), ("probe", "Probe")):
+        settings = sorted({r["setting"] for r in recs if r["kind"] == kind})
+        if settings:
+            text_ += f" {noun}: {'; '.join(settings)}."
+    return text_ + _precision_note(recs)
+
+
+def _precision_note(recs: Sequence[dict]) -> str:
+    """"" when every record's features ran in float32 (the reference); else the precision, or, where the records
+    mix precisions, each precision with its checkpoints. A record older than the field counts as float32, the one
+    precision of the CPU before `features.precision` (`features.autocast` was an opt-in switch of CUDA)."""
+    by_precision: dict[str, set[str]] = {}
+    for r in recs:
+        by_precision.setdefault(r.get("precision") or REFERENCE_PRECISION, set()).add(r["checkpoint"])
+    if set(by_precision) <= {REFERENCE_PRECISION}:
+        return ""
+    if len(by_precision) == 1:
+        return f" Network precision: {next(iter(by_precision))}."
+    listed = "; ".join(f"{p} ({', '.join(sorted(c))})" for p, c in sorted(by_precision.items()))
+    return f" Mixed network precisions: {listed}."
+
+
+def unit(recs: Sequence[dict]) -> str:
+    """What the records' intervals resample: "sequences" for video records (§12), else "images"."""
+    return "sequences" if recs and all(r["kind"] == "video" for r in recs) else "images"
+
+
+def missing_cell(recs: Sequence[dict], checkpoint: str, dataset: str, col: str) -> Cell:
+    """The cell of a measure a checkpoint lacks: a dash where its record says the reading is absent, else empty."""
+    absent = any(r.get("attention_absent") for r in recs if r["checkpoint"] == checkpoint and r["dataset"] == dataset)
+    return ABSENT if absent and col.split(":", 1)[-1] in DESCRIPTIVE else Cell()
+
+
+def checkpoint_rows(recs: Sequence[dict], index: dict, dataset: str, cols: Sequence[str],
+                     ids: Sequence[str]) -> list[list[Cell]]:
+    """Rows of checkpoint tables: identity cells (`ids` among run, epoch, architecture, checkpoint), then one
+    value [lo, hi] cell per measure column; sorted by run, epoch (None last), checkpoint."""
+    order = sorted({(run_name(r), r["epoch"] is None, r["epoch"] or 0, r["checkpoint"]) for r in recs})
+    rows = []
+    for run, _, _, ckpt in order:
+        epoch = next(r["epoch"] for r in recs if r["checkpoint"] == ckpt)
+        identity = {"run": run, "epoch": epoch, "architecture": _architecture(recs, ckpt), "checkpoint": ckpt}
+        cells = [text(identity[k]) for k in ids]
+        for col in cols:
+            hit = index.get((ckpt, dataset, col))
+            cells.append(missing_cell(recs, ckpt, dataset, col) if hit is None
+                         else Cell(hit[1]["value"], hit[1]["ci_low"], hit[1]["ci_high"]))
+        rows.append(cells)
+    return rows
+
+
+def identity_columns(recs: Sequence[dict], with_run: bool) -> list[str]:
+    ids = (["run"] if with_run else []) + ["epoch"]
+    if any(r.get("architecture") for r in recs):
+        ids.append("architecture")
+    return ids + ["checkpoint"]
+
+
+def percent(x: float, scale: float = PERCENT) -> float | None:
+    """`scale` (PERCENT unless a measure's unit is another: `measure_scale`) x `x`; None where the bootstrap left
+    it undefined (NaN)."""
+    return None if not math.isfinite(float(x)) else scale * float(x)
