@@ -24,9 +24,9 @@ from evaluate.ledger.verify import verify_ledger
 from evaluate.scores.measures import MeasureError, make_measure, stats_array
 
 from sources import REPO
-DESIGN_COLUMNS = [  # docs/design.md §7, with the architecture (§9) and the precision (§3) every record carries
+DESIGN_COLUMNS = [  # docs/design.md §7, with the architecture (§9), form and geometry (§11), precision (§3)
     "checkpoint", "run", "epoch", "checkpoint_sha256", "architecture", "architecture_variant", "head_layout",
-    "precision", "dataset", "role", "measure", "setting", "value", "ci_low", "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started", "finished",
+    "form", "patch", "width", "registers", "precision", "dataset", "role", "measure", "setting", "value", "ci_low", "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started", "finished",
     "wall_s", "max_rss_mb",
 ]
 ANN = "a" * 64

@@ -28,6 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from evaluate.attention import AttentionError
+from evaluate.networks import IDENTITY_FIELDS
 
 log = logging.getLogger("evaluate.attention.shards")
 
@@ -37,7 +38,8 @@ ABSENT = ("the network's attention runs across channels, not patches (XCiT): the
           "patches to measure")
 
 
-def read_attention_shard(*, checkpoint_file: str | os.PathLike, which: str, images: str, annotations: str,
+def read_attention_shard(*, checkpoint_file: str | os.PathLike, which: str, position_rule: str | None = None,
+                         images: str, annotations: str,
                          manifest_file: str | os.PathLike, shard: str, inputs_record: str | os.PathLike,
                          out: str | os.PathLike, batch_size: int, device: str, workers: int) -> Path:
     """The per-image reading of one checkpoint on one shard into `out` (returned); see the module docstring.
@@ -59,8 +61,9 @@ def read_attention_shard(*, checkpoint_file: str | os.PathLike, which: str, imag
 
     manifest = read_json(manifest_file)
     image_ids = shard_image_ids(manifest, shard, manifest_file)
-    loaded = load_backbone(checkpoint_file, which=which)
-    identity = {"checkpoint_sha256": loaded.sha256, **loaded.architecture_meta()}
+    loaded = load_backbone(checkpoint_file, which=which, position_rule=position_rule)
+    identity = {key: value for key, value in loaded.file_meta().items()
+                if key == "checkpoint_sha256" or key in IDENTITY_FIELDS}
     arrays: dict[str, np.ndarray] = {"image_ids": np.asarray(image_ids, np.int64)}
     if gives_attention_spread(loaded.model):
         device = resolve_device(device)
@@ -124,7 +127,7 @@ def write_attention_record(*, checkpoint: str, run: str | None, epoch: int | Non
     it. resamples, seed: the config's `bootstrap`; config_hash: the run's (`RunTime`)."""
     from evaluate.attention.summary import spread_summary
     from evaluate.ledger.records import make_record, write_record
-    from evaluate.networks import ARCHITECTURE_FIELDS, REFERENCE_PRECISION
+    from evaluate.networks import REFERENCE_PRECISION
 
     started = time.time()
     identity, image_ids, entropy, spread = read_shards(shard_files)
@@ -136,7 +139,7 @@ def write_attention_record(*, checkpoint: str, run: str | None, epoch: int | Non
         fields = {}
     record = make_record(
         kind=KIND, checkpoint=checkpoint, run=run, epoch=epoch, checkpoint_sha256=identity["checkpoint_sha256"],
-        **{key: identity.get(key) for key in ARCHITECTURE_FIELDS}, precision=REFERENCE_PRECISION, dataset=dataset,
+        **{key: identity.get(key) for key in IDENTITY_FIELDS}, precision=REFERENCE_PRECISION, dataset=dataset,
         role="eval", setting=SETTING, config_hash=config_hash, opening_row_sha256=None, measures=measures,
         started=started)
     record = {**record, "attention_tables": tables, **fields}
@@ -147,7 +150,8 @@ def write_attention_record(*, checkpoint: str, run: str | None, epoch: int | Non
     return record
 
 
-def write_attention_rows(*, checkpoint_file: str | os.PathLike, which: str, images: str, annotations: str,
+def write_attention_rows(*, checkpoint_file: str | os.PathLike, which: str, position_rule: str | None = None,
+                         images: str, annotations: str,
                          manifest_file: str | os.PathLike, image_id: int | None, patch: int | None,
                          out: str | os.PathLike) -> Path:
     """One image's last-block attention rows of one query patch, per head, into `out` (.npz: `image_id`, `patch`
@@ -171,7 +175,7 @@ def write_attention_rows(*, checkpoint_file: str | os.PathLike, which: str, imag
     if wanted not in manifest["image_ids"]:
         raise ConfigError(f"config.yaml: image id {wanted} is not in data set {manifest_file}")
     _, pixels224 = decode_pixels(CocoDataset(images, annotations), wanted)
-    loaded = load_backbone(checkpoint_file, which=which)
+    loaded = load_backbone(checkpoint_file, which=which, position_rule=position_rule)
     arrays = {"image_id": np.int64(wanted), "patch": np.int64(-1 if patch is None else patch), "pixels224": pixels224}
     if gives_attention_spread(loaded.model):
         try:

@@ -38,7 +38,7 @@ from evaluate.plumbing.atomic import atomic_path
 
 DINOV2_CHUNKS = 4  # DINOv2's `block_chunks`: its trainer splits the blocks four ways
 CHECKPOINT_FORMATS = FORMATS  # "dinov2-train", "dino-train", "selfpatch-train", "deit3", "classifier", "dino-backbone", "backbone"
-DEMO_ARCHITECTURES = ARCHITECTURES  # "xcit-s12-16", "augvit-s16", "vit-s16-layerscale", "vit-s16"
+DEMO_ARCHITECTURES = ARCHITECTURES  # every entry of the registry (docs/design.md §9, §11)
 
 # (backbone, layout) -> the backbone's full form in that layout (`evaluate.networks.forms.LAYOUTS`), in the naming asked
 Full = Callable[[Mapping[str, Tensor], str], dict[str, Tensor]]

@@ -23,13 +23,15 @@ def propagate(smk: Any) -> None:
     video: dict = smk.params.video
     settings: dict = smk.params.settings
     device = str(smk.params.device)
+    form = str(smk.params.form)
     out_dir, out_run = Path(smk.output.results), Path(smk.output.run)
 
     from evaluate.video.protocol import propagate_one
 
     propagate_one(checkpoint=smk.params.checkpoint, checkpoint_file=checkpoint_file, dataset=video["name"],
                   root=video["root"], resolution=video["resolution"], sequences_file=video["sequences_file"],
-                  sequence=smk.wildcards.sequence, settings=settings, device=device, run_time=smk.params.run_time,
+                  sequence=smk.wildcards.sequence, settings=settings, device=device, form=form,
+                  run_time=smk.params.run_time,
                   out_dir=out_dir, out_run=out_run)
 
 

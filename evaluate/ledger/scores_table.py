@@ -12,10 +12,10 @@ from typing import Any, Sequence
 
 from evaluate.plumbing.atomic import atomic_path, write_text
 from evaluate.ledger.records import read_records
-from evaluate.networks import ARCHITECTURE_FIELDS
+from evaluate.networks import IDENTITY_FIELDS
 
 SCORE_COLUMNS = (
-    "checkpoint", "run", "epoch", "checkpoint_sha256", *ARCHITECTURE_FIELDS, "precision", "dataset", "role", "measure", "setting", "value", "ci_low", "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started",
+    "checkpoint", "run", "epoch", "checkpoint_sha256", *IDENTITY_FIELDS, "precision", "dataset", "role", "measure", "setting", "value", "ci_low", "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started",
     "finished", "wall_s", "max_rss_mb",
 )
 

@@ -65,11 +65,11 @@ def open_labels(scoring: Scoring, annotations_sha256: str, *, role: str, purpose
 
 
 def record_identity(scoring: Scoring, role: str) -> dict:
-    """The fields every scoring record shares: the checkpoint (name, run, epoch, and its sha256 and architecture as
-    the features' meta.json recorded them when the file was read), the network's precision in the features
+    """The fields every scoring record shares: the checkpoint (name, run, epoch, and its sha256, architecture, form
+    and geometry as the features' meta.json recorded them when the file was read), the network's precision in the features
     (`features.precision`; None for features written before it was recorded), the data set, the role and the
     config's hash."""
-    from evaluate.networks import ARCHITECTURE_FIELDS
+    from evaluate.networks import IDENTITY_FIELDS
     from evaluate.plumbing.atomic import read_json
 
     meta = read_json(scoring.features_meta)
@@ -78,7 +78,7 @@ def record_identity(scoring: Scoring, role: str) -> dict:
         "run": scoring.run,
         "epoch": scoring.epoch,
         "checkpoint_sha256": meta["checkpoint_sha256"],
-        **{key: meta.get(key) for key in ARCHITECTURE_FIELDS},
+        **{key: meta.get(key) for key in IDENTITY_FIELDS},
         "precision": meta.get("precision"),
         "dataset": scoring.dataset,
         "role": role,

@@ -3,7 +3,7 @@ hold and the converters to our backbone form (`forms`), the architecture registr
 checkpoint files into a backbone (`checkpoints`).
 
 This module holds what the whole package shares and what other packages may name without importing torch: the
-error of an unsupported architecture, the architecture fields every record carries, the reference precision, and
+error of an unsupported architecture, the architecture and network fields every record carries, the reference precision, and
 how a message lists keys.
 """
 
@@ -16,6 +16,12 @@ from evaluate import EvaluationError
 # What a loaded checkpoint says about its network (docs/design.md §9): recorded in each feature shard's meta.json,
 # copied into every ledger record and scores.csv row.
 ARCHITECTURE_FIELDS = ("architecture", "architecture_variant", "head_layout")
+# How the network ran (docs/design.md §11): its form and the geometry of its readings, recorded beside the
+# architecture fields in meta.json, every ledger record and scores.csv. Records older than them lack them: the seed's
+# ViT-S/16 in the backbone form (`SEED_NETWORK`).
+NETWORK_FIELDS = ("form", "patch", "width", "registers")
+SEED_NETWORK = {"form": "backbone", "patch": 16, "width": 384, "registers": 0}
+IDENTITY_FIELDS = ARCHITECTURE_FIELDS + NETWORK_FIELDS
 # The network's arithmetic without autocast: the reference every other `features.precision` is measured against, the
 # one the video and attention readings always use, and what a record older than the field ran in.
 REFERENCE_PRECISION = "float32"

@@ -282,7 +282,9 @@ def identify(state: Mapping[str, Any]) -> Identified:
         if variant is not None:
             return Identified(arch, variant)
     if _shape(state, "patch_embed.proj.weight") is not None:
-        extra = sorted(key for key in state if not key.startswith(("blocks.", "patch_embed.", "pos_embed", "norm.")))
+        known = ("blocks.", "patch_embed.", "pos_embed", "norm.", "cls_token", "register_tokens", "reg_token",
+                 "mask_token", "head.")
+        extra = sorted(key for key in state if not key.startswith(known))
         raise ArchitectureError(
             f"found {_describe_vit(forms.unchunked(state))}" + (f" with {describe_keys(extra)}" if extra else "")
             + f", which is not supported; {SUPPORTED}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from evaluate.networks import REFERENCE_PRECISION
+from evaluate.networks import REFERENCE_PRECISION, SEED_NETWORK
 from evaluate.outputs.table_model import DESCRIPTIVE, DISPLAY_NAMES, Cell, text
 from evaluate.scores.measures import PERCENT
 
@@ -25,6 +25,19 @@ def run_name(rec: dict) -> str:
 def _architecture(recs: Sequence[dict], checkpoint: str) -> str:
     return next((str(r["architecture"]) for r in recs if r["checkpoint"] == checkpoint and r.get("architecture")),
                 "")
+
+
+def network_text(rec: dict) -> str:
+    """How a record's network ran, in words: "patch 14, 384 wide, 4 registers, released" (docs/design.md §11); ""
+    for a record older than the network fields."""
+    if rec.get("patch") is None:
+        return ""
+    registers = f", {rec['registers']} registers" if rec.get("registers") else ""
+    return f"patch {rec['patch']}, {rec['width']} wide{registers}, {rec.get('form') or SEED_NETWORK['form']}"
+
+
+def _network(recs: Sequence[dict], checkpoint: str) -> str:
+    return next((network_text(r) for r in recs if r["checkpoint"] == checkpoint and network_text(r)), "")
 
 
 def describe_dataset(recs: Sequence[dict], dataset: str) -> str:
@@ -43,7 +56,22 @@ def describe_dataset(recs: Sequence[dict], dataset: str) -> str:
         settings = sorted({r["setting"] for r in recs if r["kind"] == kind})
         if settings:
             text_ += f" {noun}: {'; '.join(settings)}."
-    return text_ + _precision_note(recs)
+    return text_ + _precision_note(recs) + _form_note(recs)
+
+
+def _form_note(recs: Sequence[dict]) -> str:
+    """The network's form (docs/design.md §11): "" when every record ran the backbone form (the seed's protocol);
+    else the form, or, where the records mix forms, each form with its checkpoints, so a table never passes off
+    one form's numbers as the other's. A record older than the field ran the backbone form."""
+    by_form: dict[str, set[str]] = {}
+    for r in recs:
+        by_form.setdefault(r.get("form") or SEED_NETWORK["form"], set()).add(r["checkpoint"])
+    if set(by_form) <= {SEED_NETWORK["form"]}:
+        return ""
+    if len(by_form) == 1:
+        return f" Network form: {next(iter(by_form))} (class token and registers in the forward, final norm)."
+    listed = "; ".join(f"{f} ({', '.join(sorted(c))})" for f, c in sorted(by_form.items()))
+    return f" Mixed network forms: {listed}."
 
 
 def _precision_note(recs: Sequence[dict]) -> str:
@@ -74,13 +102,14 @@ def missing_cell(recs: Sequence[dict], checkpoint: str, dataset: str, col: str) 
 
 def checkpoint_rows(recs: Sequence[dict], index: dict, dataset: str, cols: Sequence[str],
                      ids: Sequence[str]) -> list[list[Cell]]:
-    """Rows of checkpoint tables: identity cells (`ids` among run, epoch, architecture, checkpoint), then one
+    """Rows of checkpoint tables: identity cells (`ids` among run, epoch, architecture, network, checkpoint), then one
     value [lo, hi] cell per measure column; sorted by run, epoch (None last), checkpoint."""
     order = sorted({(run_name(r), r["epoch"] is None, r["epoch"] or 0, r["checkpoint"]) for r in recs})
     rows = []
     for run, _, _, ckpt in order:
         epoch = next(r["epoch"] for r in recs if r["checkpoint"] == ckpt)
-        identity = {"run": run, "epoch": epoch, "architecture": _architecture(recs, ckpt), "checkpoint": ckpt}
+        identity = {"run": run, "epoch": epoch, "architecture": _architecture(recs, ckpt),
+                    "network": _network(recs, ckpt), "checkpoint": ckpt}
         cells = [text(identity[k]) for k in ids]
         for col in cols:
             hit = index.get((ckpt, dataset, col))
@@ -94,6 +123,8 @@ def identity_columns(recs: Sequence[dict], with_run: bool) -> list[str]:
     ids = (["run"] if with_run else []) + ["epoch"]
     if any(r.get("architecture") for r in recs):
         ids.append("architecture")
+    if any(network_text(r) for r in recs):
+        ids.append("network")
     return ids + ["checkpoint"]
 
 

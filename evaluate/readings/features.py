@@ -295,6 +295,13 @@ class FeatureReader:
                     raise FeatureError(f"{path}: dtype {dtype} but {meta_path} says {meta.get('dtype')}")
             if self.metas:
                 first = self.metas[0]
+                forms = (first.get("form", "backbone"), meta.get("form", "backbone"))
+                if forms[0] != forms[1]:  # a shard older than the field ran the backbone form
+                    raise FeatureError(
+                        f"{meta_path}: the network ran in the {forms[1]} form, but in the {forms[0]} form for "
+                        f"{self.shard_dirs[0] / META}: the shards of one data set are refused together unless they "
+                        "share one form (docs/design.md §11); re-extract them with one features.form"
+                    )
                 for key in SHARED_META_KEYS:
                     if key in first and key in meta and first[key] != meta[key]:
                         raise FeatureError(

@@ -53,7 +53,8 @@ def file_hashes(folder: Path) -> dict[str, str]:
 
 def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.PathLike, dataset: str, root: str,
                   resolution: str, sequences_file: str | None, sequence: str, settings: Mapping[str, Any],
-                  device: str, run_time: RunTime, out_dir: str | os.PathLike, out_run: str | os.PathLike) -> dict:
+                  device: str, run_time: RunTime, out_dir: str | os.PathLike, out_run: str | os.PathLike,
+                  form: str = "backbone") -> dict:
     """Propagate one sequence's first-frame masks with one checkpoint; returns the run file's content.
 
     checkpoint: its params (name, run, epoch, which network); checkpoint_file: its file; dataset, root, resolution,
@@ -73,7 +74,8 @@ def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.Pa
     chosen = PropagationSettings.of_config(settings)
     davis = DavisDataset(root, resolution, sequences_file)
     video = davis.sequence(sequence)
-    loaded = load_backbone(checkpoint_file, which=checkpoint["which"])
+    loaded = load_backbone(checkpoint_file, which=checkpoint["which"], form=form,
+                           position_rule=checkpoint.get("position_rule"))
     device = resolve_device(device)
     network = loaded.model.to(device)
     out_dir = Path(out_dir)

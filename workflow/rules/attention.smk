@@ -25,6 +25,7 @@ rule attention_shard:
         runtime=60,
     params:
         which=which_of,
+        position_rule=position_rule_of,
         dataset=dataset_of,
         features={k: config["features"][k] for k in ("batch_size", "device")},
         run_time=run_time_of,
@@ -67,6 +68,7 @@ rule attention_rows:
         "benchmarks/attention_rows/{checkpoint}/{dataset}.tsv"
     params:
         which=which_of,
+        position_rule=position_rule_of,
         dataset=dataset_of,
         image=config["figures"]["attention_image"],
         patch=config["figures"]["attention_patch"],

@@ -96,7 +96,14 @@ def run_time_of(wildcards):
 
 def checkpoint_params(name):
     c = CHECKPOINTS[name]
-    return {"name": name, "path": c.path, "run": c.run, "epoch": c.epoch, "which": c.which}
+    return {
+        "name": name,
+        "path": c.path,
+        "run": c.run,
+        "epoch": c.epoch,
+        "which": c.which,
+        "position_rule": c.position_rule,
+    }
 
 
 def dataset_of(wildcards):

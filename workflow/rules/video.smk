@@ -47,6 +47,7 @@ rule propagate:
         video=video_of,
         settings=PROPAGATION,
         device=config["features"]["device"],
+        form=config["features"]["form"],
         run_time=run_time_of,
         job=JOBS["propagate"],
         code=CODE["propagate"],
