@@ -42,7 +42,7 @@ parts not stored. `read_checkpoint_file` nests such a file back by its first nam
 files is the demo's: `evaluate.demo.checkpoints.save_backbone`.)
 
 After conversion the backbone is loaded strictly (`evaluate.networks.registry.materialise`): a missing or unexpected
-key, a wrong shape (ViT-B's 768 wide tensors, patch 8), a non-float or non-finite tensor is a `CheckpointError`
+key, a wrong shape (a tensor that contradicts the recognised entry's width or patch), a non-float or non-finite tensor is a `CheckpointError`
 naming the file and the keys; an unsupported architecture (CaiT, XCiT patch 8, another width, patch or depth) also
 says what was found and what is supported. The file's sha256 and the architecture travel with the model in
 `LoadedCheckpoint`.

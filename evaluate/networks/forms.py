@@ -3,10 +3,11 @@
 
 Per architecture:
 - `recognise_*(state) -> variant or None`: the architecture and its naming (or Aug-ViT's mode) from the keys alone;
-- `*_to_backbone(state, variant) -> (backbone state dict, dropped keys)`: what the class-token-free backbone form
-  leaves out is taken out (class token, the class row of a 1 + g^2-row position table, final norm, iBOT's
-  `masked_embed`; XCiT's class-attention blocks; Aug-ViT's derived index matrices, checked against the formula
-  first) and other namings are renamed to ours (timm's `ls1.gamma`, XCiT's `pos_embed.`);
+- `*_to_released(state, variant) -> (released state dict in our layout, dropped keys)`: what no forward uses is
+  taken out (iBOT's `masked_embed`, DINOv2's `mask_token`; XCiT's class-attention blocks, which never reach block
+  12; Aug-ViT's derived index matrices, checked against the formula first), other namings are renamed to ours
+  (timm's `ls1.gamma` and `reg_token`, XCiT's `pos_embed.`), and DINOv2's chunked blocks un-chunked;
+  `backbone_of` then gives the class-token-free backbone form (class token, class row, registers, final norm out);
 - `*_full_form(backbone, variant, layout) -> state dict`: the way back, for writing seeded files in the real forms
   (`LAYOUTS`), the extras seeded (generator seed 1) so the same backbone always gives the same file.
 """

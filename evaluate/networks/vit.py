@@ -1,5 +1,7 @@
-"""The ViT-S/16 family in SelfPatch form (docs/design.md §1, §9.1, §9.3): DINO's vision transformer without class
-token and without final norm, with its two variants, LayerScale (CaiT, DeiT III) and augmented shortcuts (Aug-ViT-S).
+"""The ViT family (docs/design.md §1, §9.1, §9.3, §14): DINO's vision transformer at any patch, width and depth, in
+the seed's backbone form (no class token, no registers, no final norm) or as released (class token, DINOv2's
+registers, final norm), with its block variants LayerScale (CaiT, DeiT III, DINOv2) and augmented shortcuts
+(Aug-ViT-S). Sizes below are the seed's ViT-S/16; `vision_transformer(geometry, ...)` builds any other.
 
 Read it top to bottom like DINO's `vision_transformer.py`:
 
@@ -12,13 +14,15 @@ Read it top to bottom like DINO's `vision_transformer.py`:
     AugBlock            U = s (Z + MSA(u) + sum_t act(A_t u)), u = LN1(Z);  Z' = s (U + MLP(w) + sum_t act(M_t w)),
                         w = LN2(U); mode linear / circulant (T = 1, no act, s = 1) or linear2 / circulant2 (T = 2,
                         GELU, s = 3/4), after the authors' `augvit_small_*`
-    VisionTransformer   patch embedding + position table (resampled to the grid) + 12 blocks, nothing after
+    VisionTransformer   patch embedding + position table (resampled to the grid by the family's rule) [+ class
+                        token, registers] + blocks [+ final norm]
 
 Two readings leave the network (docs/design.md §3):
 
-- `model.tokens(x)` (also `model(x)`): block 12's output, (B, N, 384) float32;
-- `model.last_keys(x)`: block 12's keys `k = W_k LN1(z) + b_k`, (B, N, 384) float32, heads concatenated in head
-  order. Only LN1 and the key third of block 12's `qkv` run; block 12's attention and MLP are skipped, since
+- `model.tokens(x)` (also `model(x)`): the last block's output (final norm applied in the released form), patch
+  rows only, (B, N, D) float32;
+- `model.last_keys(x)`: the last block's keys `k = W_k LN1(z) + b_k`, patch rows only, (B, N, D) float32, heads
+  concatenated in head order. Only LN1 and the key third of block 12's `qkv` run; block 12's attention and MLP are skipped, since
   nothing of them reaches the keys.
 
 `model.tokens_tapped(x, tap)` is `tokens(x)`, bit for bit, while `tap(block, q, k)` sees the queries and keys every
