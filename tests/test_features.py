@@ -146,19 +146,48 @@ def test_reader_refuses_mixed_dtypes_and_duplicate_ids(shards):
 
 
 def fake_shard(root: Path, ids: list[int], dtype="float16", keys_shape=None, meta=True, base=0.0,
-               precision="float32") -> Path:
+               precision="float32", network: dict | None = None) -> Path:
+    """A shard written by hand; `network`: meta.json's form and geometry fields (none: a shard older than them,
+    the seed's ViT-S/16), whose sizes the arrays then take."""
     root.mkdir(parents=True, exist_ok=True)
     n = len(ids)
-    keys = (np.arange(n * 900 * 384, dtype=np.float64).reshape(n, 900, 384) % 97 + base).astype(dtype)
+    patch, width = (network or {}).get("patch", 16), (network or {}).get("width", 384)
+    n480, n224 = (patch * round(480 / patch) // patch) ** 2, (224 // patch) ** 2
+    keys = (np.arange(n * n480 * width, dtype=np.float64).reshape(n, n480, width) % 97 + base).astype(dtype)
     if keys_shape is not None:
         keys = np.zeros(keys_shape, dtype=dtype)
     np.save(root / "keys480.npy", keys)
-    np.save(root / "tokens224.npy", np.full((n, 196, 384), base, dtype=dtype))
+    np.save(root / "tokens224.npy", np.full((n, n224, width), base, dtype=dtype))
     write_json(root / "image_ids.json", ids)
     if meta:
         write_json(root / "meta.json", {"dtype": str(np.dtype(dtype)), "checkpoint_sha256": "x",
-                                        "precision": precision})
+                                        "precision": precision, **(network or {})})
     return root
+
+
+DINOV2_S14_REG4 = {"patch": 14, "width": 384, "depth": 12, "registers": 4}
+
+
+def test_reader_takes_each_shards_sizes_from_its_geometry(tmp_path):
+    """A DINOv2 ViT-S/14 shard: keys480 on 476 px are 34 x 34 = 1,156 rows, tokens224 16 x 16 = 256."""
+    a = fake_shard(tmp_path / "a", [1, 2], network={**DINOV2_S14_REG4, "form": "released"})
+    reader = FeatureReader([a, fake_shard(tmp_path / "b", [3], network={**DINOV2_S14_REG4, "form": "released"})])
+    assert reader.keys480(2).shape == (1156, 384) and reader.tokens224(0).shape == (256, 384)
+    assert (reader.geometry.patch, reader.geometry.registers, reader.form) == (14, 4, "released")
+    legacy = FeatureReader([fake_shard(tmp_path / "c", [4])])  # no geometry recorded: the seed's sizes
+    assert legacy.keys480(0).shape == (900, 384) and legacy.form == "backbone"
+    np.save(a / "tokens224.npy", np.zeros((2, 196, 384), dtype=np.float16))  # the seed's size under a /14 meta
+    with pytest.raises(FeatureError, match=r"shape \(2, 196, 384\) does not match \(2, 256, 384\)"):
+        FeatureReader([a])
+
+
+@pytest.mark.badinput
+def test_reader_refuses_a_data_set_whose_shards_ran_in_two_forms(tmp_path):
+    released = fake_shard(tmp_path / "a", [5], network={**DINOV2_S14_REG4, "form": "released"})
+    backbone = fake_shard(tmp_path / "b", [6], network={**DINOV2_S14_REG4, "form": "backbone"})
+    with pytest.raises(FeatureError, match="ran in the backbone form, but in the released form") as info:
+        FeatureReader([released, backbone])
+    assert str(backbone / "meta.json") in str(info.value) and str(released / "meta.json") in str(info.value)
 
 
 def test_reader_values_of_handmade_shards(tmp_path):

@@ -293,3 +293,33 @@ def test_a_table_of_one_lower_precision_names_it(tmp_path):
     assert _first_line(tmp_path / "out" / "run-dino_val.md").endswith(
         "Probe: linear,wd=0.0001,it=100. Network precision: bfloat16. Percent, value [95% bootstrap interval over "
         "images]; best per column in bold.")
+
+
+def _with_networks(ledger: Path, networks: dict) -> None:
+    """The hand-made ledger with each checkpoint's records carrying the network fields `networks[checkpoint]`."""
+    for rec in read_records(ledger / "records"):
+        if rec["checkpoint"] in networks:
+            rec = {k: v for k, v in rec.items() if k != "record_sha256"} | networks[rec["checkpoint"]]
+            write_record(record_path(ledger, f"{rec['kind']}-{rec['role']}", rec["checkpoint"], rec["dataset"]),
+                         rec, replace=True)
+
+
+def test_the_network_column_and_caption_say_each_checkpoints_patch_width_registers_and_form(tmp_path):
+    ledger = tmp_path / "ledger"
+    write_ledger(ledger)
+    seed = {"form": "backbone", "patch": 16, "width": 384, "registers": 0}
+    dinov2 = {"form": "backbone", "patch": 14, "width": 384, "registers": 4}
+    _with_networks(ledger, {"dino-ep0010": seed, "dino-ep0020": dinov2, "ref": seed})
+    build_tables(ledger, tmp_path / "backbone", compare_to="dino-ep0010", resamples=50, seed=0)
+    table = (tmp_path / "backbone" / "checkpoints_val.md").read_text()
+    assert "form" not in _first_line(tmp_path / "backbone" / "checkpoints_val.md")  # the default says nothing
+    assert "patch 14, 384 wide, 4 registers, backbone" in table and "patch 16, 384 wide, backbone" in table
+
+    _with_networks(ledger, {"dino-ep0020": {**dinov2, "form": "released"}})
+    build_tables(ledger, tmp_path / "mixed", compare_to="dino-ep0010", resamples=50, seed=0)
+    assert "Mixed network forms: backbone (dino-ep0010, ref); released (dino-ep0020)." in _first_line(
+        tmp_path / "mixed" / "checkpoints_val.md")
+    assert "patch 14, 384 wide, 4 registers, released" in (tmp_path / "mixed" / "checkpoints_val.md").read_text()
+    _with_networks(ledger, {name: {**seed, "form": "released"} for name in ("dino-ep0010", "dino-ep0020", "ref")})
+    build_tables(ledger, tmp_path / "released", compare_to="dino-ep0010", resamples=50, seed=0)
+    assert "Network form: released" in _first_line(tmp_path / "released" / "checkpoints_val.md")
