@@ -24,7 +24,7 @@ def test_shipped_config_is_valid_and_has_every_role(shipped_config):
     assert exp.by_role("eval") == ["demo-val"]
     assert exp.reference_checkpoint == "dino-demo"
     assert {c.run for c in exp.checkpoints.values()} == {"dino-demo", "selfpatch-demo", "layerscale-demo", "xcit-demo",
-                                                         "augvit-demo"}
+                                                         "augvit-demo", "dinov2-demo"}
 
 
 @pytest.mark.parametrize("name", ["../evil", "a/b", "..", ".", "with space", "", "é"])
