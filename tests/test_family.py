@@ -86,25 +86,27 @@ def family_shapes(width: int, patch: int, depth: int, registers: int, dinov2: bo
 _POOL: list[torch.Tensor] = []
 
 
-def _codes() -> torch.Tensor:
-    """5M random multiples of 1/1024 in [-1/2, 1/2], float16: every sum of two is exact in float16, so a folded
-    class token equals the hub's class-token input bit for bit. Generated once."""
+def _codes(dtype: torch.dtype) -> torch.Tensor:
+    """5M random multiples of 1/1024 in [-1/2, 1/2]: every sum of two is exact even in float16, so a folded class
+    token equals the hub's class-token input bit for bit. Generated once."""
     if not _POOL:
         gen = torch.Generator().manual_seed(25)
         _POOL.append(torch.randint(-512, 513, (5_000_000,), generator=gen, dtype=torch.int16).to(torch.float16) / 1024)
-    return _POOL[0]
+    return _POOL[0].to(dtype)
 
 
-def family_state(name: str, *, grid: int | None = None, network: bool = False, seed: int = 0) -> dict[str, torch.Tensor]:
+def family_state(name: str, *, grid: int | None = None, network: bool = False, seed: int = 0,
+                 dtype: torch.dtype = torch.float16) -> dict[str, torch.Tensor]:
     """A released flat state dict of family member `name`, written from §11 by name and shape.
 
-    network=False: float16 codes (`_codes`), each tensor a different window of the pool (cheap at L's size, and
-    no two keys hold the same values); network=True: float32 values of a working network (unit-variance linears,
+    network=False: codes (`_codes`) in `dtype` (float16 for B and L in memory; float32 for files, which load
+    faster so), each tensor a different window of the pool (cheap at L's size, and no two keys hold the same
+    values); network=True: float32 values of a working network (unit-variance linears,
     LayerNorm gains near 1, LayerScale near 0.5, a position table large enough that its resampling shows)."""
     width, patch, depth, registers, dinov2 = MEMBERS[name]
     shapes = family_shapes(width, patch, depth, registers, dinov2, grid)
     if not network:
-        pool = _codes()
+        pool = _codes(dtype)
         return {key: pool[(i * 104_729 + seed) % 800_000:][: math.prod(shape)].view(shape).clone()
                 for i, (key, shape) in enumerate(shapes.items())}
     gen = torch.Generator().manual_seed(seed)
@@ -234,7 +236,9 @@ def assert_same_tensors(got: Mapping[str, torch.Tensor], want: Mapping[str, torc
         if folded and key in ("cls_token", "pos_embed"):
             continue
         assert got[key].shape == value.shape, f"{label}: {key} {tuple(got[key].shape)} != {tuple(value.shape)}"
-        assert torch.equal(got[key].float(), value.float()), f"{label}: {key} differs"
+        same = got[key].dtype == value.dtype
+        assert torch.equal(got[key], value) if same else torch.equal(got[key].float(), value.float()), \
+            f"{label}: {key} differs"
     if folded:
         assert torch.equal(got["pos_embed"][:, 1:].float(), want["pos_embed"][:, 1:].float()), label
         assert torch.equal(class_input(got), class_input(want)), f"{label}: class-token input differs"
@@ -250,15 +254,23 @@ def test_the_family_is_exactly_the_design_table_beside_the_seeds():
         assert (g.patch, g.width, g.depth, g.registers) == (patch, width, depth, registers), name
 
 
+def left_out(name: str, form: str) -> set[str]:
+    """What each form of a hub file leaves out (§11): the unused mask token; the backbone form also the class token,
+    the class row, the registers and the final norm."""
+    _, _, _, registers, dinov2 = MEMBERS[name]
+    unused = {"mask_token"} if dinov2 else set()
+    if form == "released":
+        return unused
+    return unused | {"cls_token", "pos_embed[0]", "norm.weight", "norm.bias"} | ({"register_tokens"} if registers else set())
+
+
 def check_every_spelling_in_memory(name: str) -> None:
     hub = family_state(name)
-    wanted_drop = {"cls_token", "pos_embed[0]", "norm.weight", "norm.bias"} | (
-        {"register_tokens"} if MEMBERS[name][3] else set()) | ({"mask_token"} if MEMBERS[name][4] else set())
     for form in FORMS:
         reference, dropped = convert_checkpoint(hub, detect_format(hub), "teacher", form)
         assert_same_tensors(reference, expected_form(hub, form), f"{name} hub {form}")
         # exactly the class token, its row, registers, final norm and the mask token leave the backbone form
-        assert set(dropped) == (wanted_drop if form == "backbone" else wanted_drop & {"mask_token"}), (form, dropped)
+        assert set(dropped) == left_out(name, form), (form, dropped)
         for label, top in spellings(name, hub).items():
             for container, read in (("torch", top), ("safetensors", through_safetensors(top))):
                 assert detect_format(read) == SPELLING_FORMAT[label], (label, container)
@@ -270,26 +282,15 @@ def check_every_spelling_in_memory(name: str) -> None:
         del reference
 
 
-@pytest.mark.parametrize("name", SMALL)
-def test_every_spelling_of_a_small_member_converts_to_its_hub_files_tensors(name):
-    check_every_spelling_in_memory(name)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", LARGE)
 def test_every_spelling_of_a_b_or_l_member_converts_to_its_hub_files_tensors(name):
     check_every_spelling_in_memory(name)
 
 
-@pytest.fixture(scope="module")
-def small_hubs() -> dict[str, dict[str, torch.Tensor]]:
-    """The S members' hub files as float16 codes."""
-    return {name: family_state(name, seed=i) for i, name in enumerate(SMALL)}
-
-
 @pytest.mark.parametrize("name", SMALL)
-def test_every_file_of_a_small_member_loads_the_hub_files_network_in_both_forms(tmp_path, small_hubs, name):
-    hub = small_hubs[name]
+def test_every_file_of_a_small_member_loads_the_hub_files_network_in_both_forms(tmp_path, name):
+    hub = family_state(name, dtype=torch.float32)
     registers = MEMBERS[name][3]
     hub_models = {}
     for label, top in spellings(name, hub).items():
@@ -302,6 +303,13 @@ def test_every_file_of_a_small_member_loads_the_hub_files_network_in_both_forms(
                 state = loaded.model.state_dict()
                 folded = label == "timm" and registers > 0 and form == "released"
                 assert_same_tensors(state, expected_form(hub, form), f"{label}{suffix} {form}", folded=folded)
+                wanted = left_out(name, form)
+                if label == "timm":  # no mask token in timm's files, and no class row where it is folded
+                    wanted -= {"mask_token"} | ({"pos_embed[0]"} if registers else set())
+                if label in ("hub", "timm"):  # flat files: exactly what the form leaves out
+                    assert set(loaded.dropped) == wanted, loaded.dropped
+                else:  # training files: that beside the heads
+                    assert wanted <= set(loaded.dropped) and any("head." in k for k in loaded.dropped)
                 if form == "released" and suffix == ".pth":
                     hub_models.setdefault(label, loaded.model)
             path.unlink()
@@ -389,14 +397,22 @@ def photos():
 
 
 @pytest.fixture(scope="module")
-def network_files(tmp_path_factory) -> dict[str, tuple[dict[str, torch.Tensor], Path]]:
-    """The S members' hub files holding a working float32 network, written with torch.save."""
+def networks(tmp_path_factory):
+    """network(name, form) -> (hub state dict, LoadedCheckpoint): an S member's hub file holding a working float32
+    network, written with torch.save and loaded in `form`; each file written and each form loaded once."""
     root = tmp_path_factory.mktemp("family_networks")
-    out = {}
-    for i, name in enumerate(SMALL):
-        hub = family_state(name, network=True, seed=10 + i)
-        out[name] = (hub, write(hub, root / f"{name}.pth"))
-    return out
+    hubs: dict[str, tuple[dict[str, torch.Tensor], Path]] = {}
+    loaded = {}
+
+    def network(name: str, form: str):
+        if name not in hubs:
+            hub = family_state(name, network=True, seed=10 + SMALL.index(name))
+            hubs[name] = (hub, write(hub, root / f"{name}.pth"))
+        if (name, form) not in loaded:
+            loaded[name, form] = load_backbone(hubs[name][1], "teacher", form)
+        return hubs[name][0], loaded[name, form]
+
+    return network
 
 
 READINGS = [
@@ -411,10 +427,8 @@ READINGS = [
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("name, reading", READINGS)
-def test_readings_of_a_loaded_member_equal_the_authors_forward_on_real_photos(network_files, photos, name, reading,
-                                                                              form):
-    hub, path = network_files[name]
-    loaded = load_backbone(path, "teacher", form)
+def test_readings_of_a_loaded_member_equal_the_authors_forward_on_real_photos(networks, photos, name, reading, form):
+    hub, loaded = networks(name, form)
     rule = "antialias" if MEMBERS[name][3] else "dino"  # §11: the hub's register models resample antialiased
     side = MEMBERS[name][1] * round(480 / MEMBERS[name][1])
     if reading == "keys480":
@@ -445,42 +459,41 @@ def test_the_two_position_rules_give_different_tables_from_37_to_34():
 
 
 # (member, spelling, table grid) -> the rule §11 says it was built with
-DEFAULT_RULES = [
-    ("dinov2-s14-reg4", "hub", HUB_GRID, "antialias"),
-    ("dinov2-s14", "hub", HUB_GRID, "dino"),
-    ("dinov2-s14-reg4", "dinov2-train", TRAIN_GRID, "dino"),
-    ("dinov2-s14", "dinov2-train", TRAIN_GRID, "dino"),
-    ("dinov2-s14-reg4", "dinov2-train", HUB_GRID, "dino"),
-    ("vit-s8", "hub", 28, "dino"),
-    ("vit-s8", "dino-train", 28, "dino"),
+DEFAULT_RULES = [  # (member, spelling, table grid, rule, form loaded: the rule is the file's, whatever the form)
+    ("dinov2-s14-reg4", "hub", HUB_GRID, "antialias", "backbone"),
+    ("dinov2-s14-reg4", "hub", HUB_GRID, "antialias", "released"),
+    ("dinov2-s14", "hub", HUB_GRID, "dino", "released"),
+    ("dinov2-s14-reg4", "dinov2-train", TRAIN_GRID, "dino", "released"),
+    ("dinov2-s14", "dinov2-train", TRAIN_GRID, "dino", "backbone"),
+    ("dinov2-s14-reg4", "dinov2-train", HUB_GRID, "dino", "backbone"),
+    ("vit-s8", "hub", 28, "dino", "released"),
+    ("vit-s8", "dino-train", 28, "dino", "backbone"),
 ]
 
 
-@pytest.mark.parametrize("name, spelling, grid, rule", DEFAULT_RULES)
-def test_each_family_file_resamples_by_its_own_position_rule_by_default(tmp_path, name, spelling, grid, rule):
-    hub = family_state(name, grid=grid)
+@pytest.mark.parametrize("name, spelling, grid, rule, form", DEFAULT_RULES)
+def test_each_family_file_resamples_by_its_own_position_rule_by_default(tmp_path, name, spelling, grid, rule, form):
+    hub = family_state(name, grid=grid, dtype=torch.float32)
     path = write(spellings(name, hub)[spelling], tmp_path / f"{spelling}.pth")
-    for form in FORMS:
-        loaded = load_backbone(path, "teacher", form)
-        assert loaded.position_rule == rule and loaded.file_meta()["position_rule"] == rule
-        target = (34, 34) if MEMBERS[name][1] == 14 else (60, 60)
-        with torch.no_grad():
-            table = loaded.model.pos_embed_for(target)
-        assert torch.equal(table, resample(hub["pos_embed"][:, 1:].float(), target, rule))
+    loaded = load_backbone(path, "teacher", form)
+    assert loaded.position_rule == rule and loaded.file_meta()["position_rule"] == rule
+    target = (34, 34) if MEMBERS[name][1] == 14 else (60, 60)  # keys480's grid
+    with torch.no_grad():
+        table = loaded.model.pos_embed_for(target)
+    assert torch.equal(table, resample(hub["pos_embed"][:, 1:], target, rule))
 
 
-@pytest.mark.parametrize("name, override", [("dinov2-s14-reg4", "dino"), ("dinov2-s14", "antialias"),
-                                            ("vit-s8", "antialias")])
-def test_a_checkpoints_position_rule_overrides_the_default_and_is_recorded(tmp_path, name, override):
-    hub = family_state(name)
-    path = write(hub, tmp_path / "hub.pth")
-    for form in FORMS:
-        loaded = load_backbone(path, "teacher", form, position_rule=override)
-        assert loaded.position_rule == override and loaded.file_meta()["position_rule"] == override
-        target = (34, 34) if MEMBERS[name][1] == 14 else (60, 60)
-        with torch.no_grad():
-            table = loaded.model.pos_embed_for(target)
-        assert torch.equal(table, resample(hub["pos_embed"][:, 1:].float(), target, override))
+@pytest.mark.parametrize("name, override, form", [("dinov2-s14-reg4", "dino", "released"),
+                                                  ("dinov2-s14", "antialias", "backbone"),
+                                                  ("vit-s8", "antialias", "released")])
+def test_a_checkpoints_position_rule_overrides_the_default_and_is_recorded(tmp_path, name, override, form):
+    hub = family_state(name, dtype=torch.float32)
+    loaded = load_backbone(write(hub, tmp_path / "hub.pth"), "teacher", form, position_rule=override)
+    assert loaded.position_rule == override and loaded.file_meta()["position_rule"] == override
+    target = (34, 34) if MEMBERS[name][1] == 14 else (60, 60)
+    with torch.no_grad():
+        table = loaded.model.pos_embed_for(target)
+    assert torch.equal(table, resample(hub["pos_embed"][:, 1:], target, override))
 
 
 # ----------------------------------------------------------------------------------------------------- 4. refusals
@@ -536,10 +549,9 @@ def test_a_vit_ti8_is_refused_naming_what_was_found(tmp_path):
 
 @pytest.mark.parametrize("name, grids", [("vit-s8", (60, 28)), ("dinov2-s14-reg4", (34, 16))])
 @pytest.mark.parametrize("form", FORMS)
-def test_file_meta_records_the_networks_geometry_form_and_rule(tmp_path, small_hubs, name, grids, form):
+def test_file_meta_records_the_networks_geometry_form_and_rule(networks, name, grids, form):
     width, patch, depth, registers, _ = MEMBERS[name]
-    loaded = load_backbone(write(small_hubs[name], tmp_path / "hub.pth"), "teacher", form)
-    meta = loaded.file_meta()
+    meta = networks(name, form)[1].file_meta()
     assert {key: meta[key] for key in ("patch", "width", "depth", "registers", "keys480_grid", "tokens224_grid",
                                        "form", "position_rule", "architecture")} == {
         "patch": patch, "width": width, "depth": depth, "registers": registers,  # 4 registers in both forms
