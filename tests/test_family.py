@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 import safetensors.torch
 import torch
 import torch.nn.functional as F
+from sources import COCO_MINI
 
 from evaluate.networks import vit
 from evaluate.networks.checkpoints import (
@@ -28,7 +30,6 @@ from evaluate.networks.checkpoints import (
 )
 from evaluate.networks.registry import FAMILY, REGISTRY, SEED_ARCHITECTURES
 from evaluate.readings.images import keys480_input, open_rgb, tokens224_input
-from sources import COCO_MINI
 
 # docs/design.md §11's table: name -> (width D, patch p, depth, registers R, DINOv2)
 MEMBERS = {
@@ -236,6 +237,8 @@ def assert_same_tensors(got: Mapping[str, torch.Tensor], want: Mapping[str, torc
         if folded and key in ("cls_token", "pos_embed"):
             continue
         assert got[key].shape == value.shape, f"{label}: {key} {tuple(got[key].shape)} != {tuple(value.shape)}"
+        if got[key] is value:  # the very tensor the expected key names (L's 300M values compared once, not 14 times)
+            continue
         same = got[key].dtype == value.dtype
         assert torch.equal(got[key], value) if same else torch.equal(got[key].float(), value.float()), \
             f"{label}: {key} differs"
@@ -266,24 +269,24 @@ def left_out(name: str, form: str) -> set[str]:
 
 def check_every_spelling_in_memory(name: str) -> None:
     hub = family_state(name)
+    files = {(label, "torch"): top for label, top in spellings(name, hub).items()}
+    # safetensors' flattening is the same for every spelling; the S files test each spelling in it
+    files["hub", "safetensors"] = through_safetensors(hub)
     for form in FORMS:
         reference, dropped = convert_checkpoint(hub, detect_format(hub), "teacher", form)
         assert_same_tensors(reference, expected_form(hub, form), f"{name} hub {form}")
         # exactly the class token, its row, registers, final norm and the mask token leave the backbone form
         assert set(dropped) == left_out(name, form), (form, dropped)
-        for label, top in spellings(name, hub).items():
-            for container, read in (("torch", top), ("safetensors", through_safetensors(top))):
-                assert detect_format(read) == SPELLING_FORMAT[label], (label, container)
-                got, dropped = convert_checkpoint(read, detect_format(read), "teacher", form)
-                folded = label == "timm" and MEMBERS[name][3] > 0 and form == "released"
-                assert_same_tensors(got, reference, f"{name} {label} ({container}) {form}", folded=folded)
-                assert not any("head." in key for key in got), (label, form)
-            del read
-        del reference
+        for (label, container), top in files.items():
+            assert detect_format(top) == SPELLING_FORMAT[label], (label, container)
+            got, dropped = convert_checkpoint(top, detect_format(top), "teacher", form)
+            folded = label == "timm" and MEMBERS[name][3] > 0 and form == "released"
+            assert_same_tensors(got, reference, f"{name} {label} ({container}) {form}", folded=folded)
+            assert not any("head." in key for key in got), (label, form)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", LARGE)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if "-l14" in name else name
+                                  for name in LARGE])
 def test_every_spelling_of_a_b_or_l_member_converts_to_its_hub_files_tensors(name):
     check_every_spelling_in_memory(name)
 
