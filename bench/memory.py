@@ -40,9 +40,9 @@ from bench.machine import machine_line  # noqa: E402
 from evaluate.networks.registry import ARCHITECTURES, REGISTRY  # noqa: E402
 
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
-RULES = ("preprocess", "extract", "sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder",
-         "train_probe", "score_probe", "scores",
-         "tables")
+RULES = ("preprocess", "extract", "attention_shard", "attention_record", "attention_rows", "sweep_decode",
+         "select_setting", "decode", "merge_masks", "score_decoder", "eigenvector", "train_probe", "score_probe",
+         "scores", "tables")
 
 
 def pooled_subset(out: Path, name: str, image_ids: list[int], pooled: dict) -> Path:
