@@ -46,8 +46,12 @@ from bench.scale import COCO_MINI, FEATURES, add_job_options
 from evaluate.attention.entropy import row_entropy
 from evaluate.attention.network import image_row_means, tokens_and_spread
 from evaluate.demo.checkpoints import demo_network
+from evaluate.networks.registry import ARCHITECTURES, REGISTRY
 
-VIT_ARCHITECTURES = ("vit-s16", "vit-s16-layerscale", "augvit-s16")  # XCiT has no reading (§13)
+# XCiT has no reading (§13); the default is the seed's ViTs, the DINO family (§11) runs when named
+VIT_ARCHITECTURES = ("vit-s16", "vit-s16-layerscale", "augvit-s16")
+ALL_VIT_ARCHITECTURES = VIT_ARCHITECTURES + tuple(
+    name for name in reversed(ARCHITECTURES) if REGISTRY[name].block and name not in VIT_ARCHITECTURES)
 
 
 FUSED = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
@@ -75,21 +79,22 @@ def fused_rows(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return lse - (q * out).sum(-1) * q.shape[-1] ** -0.5
 
 
-def batches(images: int, batch: int) -> tuple[str, list[tuple[torch.Tensor, torch.Tensor]]]:
-    """(what the inputs are, [(x480, x224) per batch]), normalised as the extract job does."""
+def batches(images: int, batch: int, side: int = 480) -> tuple[str, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """(what the inputs are, [(x480, x224) per batch]), normalised as the extract job does; x480 at `side` (the
+    network's `keys480_side`: 476 for patch 14)."""
     if (COCO_MINI / "annotations.json").is_file():
         from evaluate.datasets.coco import CocoDataset
         from evaluate.readings.inputs import DecodedInputs, model_batches
 
         dataset = CocoDataset(COCO_MINI / "images", COCO_MINI / "annotations.json")
-        inputs = DecodedInputs(dataset, dataset.image_ids[:images])
+        inputs = DecodedInputs(dataset, dataset.image_ids[:images], keys480_side=side)
         out = [(x480, x224) for _, x480, x224 in model_batches(inputs, batch)]
         return f"{images} coco2017-mini val photos", out
     gen = torch.Generator().manual_seed(0)
     out = []
     for start in range(0, images, batch):
         n = min(batch, images - start)
-        out.append((torch.randn(n, 3, 480, 480, generator=gen), torch.randn(n, 3, 224, 224, generator=gen)))
+        out.append((torch.randn(n, 3, side, side, generator=gen), torch.randn(n, 3, 224, 224, generator=gen)))
     return f"{images} seeded random inputs ({COCO_MINI} absent)", out
 
 
@@ -99,11 +104,14 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"images per round (default features.batch_size, {FEATURES['batch_size']})")
     add_job_options(parser, "--batch", "--threads")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds, after one warm-up batch (3)")
-    parser.add_argument("--architectures", nargs="+", default=list(VIT_ARCHITECTURES), choices=VIT_ARCHITECTURES,
-                        help="which architectures (default: the ViT family)")
+    parser.add_argument("--architectures", nargs="+", default=list(VIT_ARCHITECTURES), choices=ALL_VIT_ARCHITECTURES,
+                        metavar="A", help=f"which architectures, of {', '.join(ALL_VIT_ARCHITECTURES)} (default: the "
+                        f"seed's ViTs, {', '.join(VIT_ARCHITECTURES)})")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    what, data = batches(args.images, args.batch)
+    sides = {REGISTRY[name].geometry.keys480_side for name in args.architectures}
+    by_side = {side: batches(args.images, args.batch, side) for side in sorted(sides, reverse=True)}
+    what, data = by_side[max(sides)]
     n_images = sum(x224.shape[0] for _, x224 in data)
     print(machine_line())
     print(f"{what}, batch {args.batch}, "
@@ -111,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     for architecture in args.architectures:
         model = demo_network(architecture, 0).eval()
+        data = by_side[model.geometry.keys480_side][1]
         passes = {
             "keys480": lambda x480, x224, m=model: m.last_keys(x480),
             "tokens224": lambda x480, x224, m=model: m.tokens(x224),

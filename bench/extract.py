@@ -2,12 +2,22 @@
 seeded weights.
 
     .venv/bin/python bench/extract.py [--images N] [--batch B] [--threads T] [--architectures A ...]
+                                      [--form backbone|released]
 
 --batch and --threads default to the workflow's `features.batch_size` and `features.threads` (the config schema),
 so the figures are those of an extract job.
 
-Prints, per architecture (ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16), for keys480 (480 x 480
-input, block 12's keys) and tokens224 (224 x 224, block 12's output):
+The default run times the seed's four (ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16). The DINO
+family of docs/design.md §11 (vit-s8, vit-b16, vit-b8, dinov2-{s,b,l}14[-reg4]) is opt-in, named with
+--architectures: issue 25's three rows alone (ViT-S/8, ViT-B/16, DINOv2-S/14-reg4: 361 + 170 + 69 GFLOP per keys480
+image, counted as below) are three times the seed's four (50 + 50 + 61 + 40), and ViT-S/8's plain reference holds
+6 x 3600^2 attention weights per image, so with them the default run would pass ten minutes on two cores. Issue 25's
+rows: `--images 2 --architectures vit-s16 vit-s8 vit-b16 dinov2-s14-reg4`. Each runs in the backbone form except
+DINOv2 with registers, which runs released, as the hub builds it: class token and 4 registers in the forward, the
+37 x 37 table resampled by the antialiased rule, final norm on tokens224; --form makes every ViT run in one form.
+
+Prints, per architecture, for keys480 (s x s input, s = p * round(480 / p): 480, or 476 for patch 14; the last
+block's keys) and tokens224 (224 x 224, the last block's output):
 - images/s of our network (`evaluate.networks.vit.VisionTransformer`, `evaluate.networks.xcit.XCiT`: `last_keys`, `tokens`).
   What the ViT family does differently: SDPA
   attention (fused, no N x N weights in memory); keys skip block 12's attention and MLP and compute only the key
@@ -15,13 +25,16 @@ input, block 12's keys) and tokens224 (224 x 224, block 12's output):
   every LayerNorm and linear copy its input); the resampled position table cached per grid. Tried and left out:
   torch.compile (inductor, freezing) was slower here after ~45 s of compiling; MLP chunking for cache reuse was
   slower;
-- images/s of the plain forward written below the way DINO's / SelfPatch's `vision_transformer.py` are written
-  (explicit `softmax(q k^T * scale) v`, every block run in full; keys taken from block 12's `qkv` output, as
-  TokenCut and MaskCut do with a forward hook; LayerScale as DeiT III's block, the augmented shortcuts as the
-  Aug-ViT authors' code, XCiT as its authors' `xcit.py`) and the ratio;
+- images/s of the plain forward written below the way DINO's / DINOv2's / SelfPatch's `vision_transformer.py` are
+  written (explicit `softmax(q k^T * scale) v` with heads of 64, every block run in full; the patch size, width and
+  depth the network's; class token, registers and position-table interpolation as DINOv2's `prepare_tokens_with_masks`
+  and `interpolate_pos_encoding`, recomputed every call; keys taken from the last block's `qkv` output, as
+  TokenCut and MaskCut do with a forward hook, patch rows only; LayerScale as DeiT III's and DINOv2's block, the
+  augmented shortcuts as the Aug-ViT authors' code, XCiT as its authors' `xcit.py`) and the ratio;
 - the fp32 matmul ceiling measured in the same run (a 2048^3 `torch.matmul` timed beside every batch), and the
   fraction of it our backbone reaches, counting its FLOPs analytically (a multiply-add is 2 FLOPs; LayerNorm,
-  GELU, softmax and the additions are not counted), and each new architecture's fraction against plain ViT-S/16's.
+  GELU, softmax and the additions are not counted; class token and register rows included), and each other
+  architecture's fraction against plain ViT-S/16's.
 Both paths are checked to agree (max abs difference) before anything is timed. Ours and plain run batch by batch
 in turn, so load from other processes on the machine falls on both alike; the CPU-busy line at the end shows
 how much of the machine the run actually had.
@@ -45,13 +58,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import machine_line  # noqa: E402
 from bench.scale import add_job_options  # noqa: E402
-from evaluate.networks.registry import ARCHITECTURES, REGISTRY  # noqa: E402
-from evaluate.networks.vit import resample_pos_embed  # noqa: E402
+from evaluate.networks.registry import FAMILY, REGISTRY, SEED_ARCHITECTURES  # noqa: E402
 from evaluate.networks.xcit import FOURIER_DIM, FOURIER_TEMPERATURE, STEM_WIDTHS  # noqa: E402
 
-DIM, HIDDEN, DEPTH = 384, 1536, 12
+DIM, HIDDEN, DEPTH = 384, 1536, 12  # XCiT-S12/16's sizes (the ViTs' come from their geometry)
 HEADS = {"6x64": 6, "8x48": 8}
-BENCH_ARCHITECTURES = tuple(reversed(ARCHITECTURES))  # the plain ViT first; Aug-ViT in circulant2
+# The default run: the seed's four (the plain ViT first; Aug-ViT in circulant2). Issue 25's family is opt-in through
+# --architectures: ViT-S/8's keys480 (3,600 rows) alone costs about as much as the four together.
+DEFAULT_ARCHITECTURES = tuple(reversed(SEED_ARCHITECTURES))
+BENCH_ARCHITECTURES = DEFAULT_ARCHITECTURES + tuple(reversed(FAMILY))  # every registry name
+FORMS = ("backbone", "released")
+
+
+def default_form(architecture: str) -> str:
+    """The form a row runs in unless --form says: DINOv2 with registers in the released form (class token and 4
+    registers in the forward, the hub's antialiased position rule), every other network in the backbone form
+    (`features.form`'s default)."""
+    return "released" if REGISTRY[architecture].geometry.registers else "backbone"
 
 
 # ----------------------------------------------------------------------------------------------------- the references
@@ -60,7 +83,7 @@ BENCH_ARCHITECTURES = tuple(reversed(ARCHITECTURES))  # the plain ViT first; Aug
 def plain_attention(block, x: Tensor) -> tuple[Tensor, Tensor]:
     """DINO's Attention.forward: explicit scores, softmax, weighted values. Returns (output, keys (B, N, C))."""
     B, N, C = x.shape
-    heads = 6
+    heads = block.attn.num_heads
     qkv = block.attn.qkv(x).reshape(B, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4)
     q, k, v = qkv[0], qkv[1], qkv[2]
     attn = (q @ k.transpose(-2, -1)) * (C // heads) ** -0.5
@@ -78,12 +101,54 @@ def plain_shortcuts(block, names: tuple[str, ...], u: Tensor) -> Tensor:
     return total
 
 
-def plain_vit_forward(model, x: Tensor) -> tuple[Tensor, Tensor]:
-    """Every block in full, DINO style (LayerScale as DeiT III's block, augmented shortcuts as the authors'
-    `augvit_small_circulant2`). Returns (block-12 output, block-12 keys), both (B, N, 384)."""
+def plain_interpolate_pos_encoding(model, x: Tensor, w: int, h: int) -> Tensor:
+    """DINOv2's `DinoVisionTransformer.interpolate_pos_encoding` (DINO's is the same with offset 0.1 and no
+    antialias), on the network's table: the class row (where there is one) and the patch rows resampled bicubically
+    in float32, by `scale_factor` with DINO's 0.1 offset or, for the hub's register models
+    (`interpolate_antialias=True, interpolate_offset=0`), by `size` with antialiasing. Recomputed every call, as the
+    authors' code does. Returns (1, [1 +] gh * gw, D)."""
+    class_row = getattr(model, "cls_token", None) is not None
+    pos_embed = model.pos_embed.float()
+    patch_pos_embed = pos_embed[:, 1:] if class_row else pos_embed
+    N = patch_pos_embed.shape[1]
+    dim = pos_embed.shape[-1]
+    p = model.patch_embed.proj.kernel_size[0]
+    w0, h0 = w // p, h // p
+    M = int(math.sqrt(N))
+    if (w0, h0) != (M, M):
+        antialias = model.position_rule == "antialias"
+        kwargs = {"size": (w0, h0)} if antialias else {"scale_factor": ((w0 + 0.1) / M, (h0 + 0.1) / M)}
+        patch_pos_embed = F.interpolate(patch_pos_embed.reshape(1, M, M, dim).permute(0, 3, 1, 2), mode="bicubic",
+                                        antialias=antialias, **kwargs)
+        patch_pos_embed = patch_pos_embed.permute(0, 2, 3, 1).reshape(1, -1, dim)
+    if not class_row:
+        return patch_pos_embed
+    return torch.cat((pos_embed[:, :1], patch_pos_embed), dim=1)
+
+
+def plain_prepare_tokens(model, x: Tensor) -> tuple[Tensor, int]:
+    """DINOv2's `prepare_tokens_with_masks` (DINO's without registers; SelfPatch's without the class token): patch
+    embedding as `flatten(2).transpose(1, 2)`, the class token prepended, the interpolated table added, the registers
+    inserted after the class token. Returns (tokens (B, rows, D), rows before the patches)."""
     B, _, H, W = x.shape
     z = model.patch_embed.proj(x).flatten(2).transpose(1, 2)
-    z = z + resample_pos_embed(model.pos_embed, (H // 16, W // 16))
+    cls = getattr(model, "cls_token", None)
+    if cls is not None:
+        z = torch.cat((cls.expand(B, -1, -1), z), dim=1)
+    z = z + plain_interpolate_pos_encoding(model, z, W, H)
+    registers = getattr(model, "register_tokens", None)
+    if registers is not None:
+        z = torch.cat((z[:, :1], registers.expand(B, -1, -1), z[:, 1:]), dim=1)
+    return z, (cls is not None) + (0 if registers is None else registers.shape[1])
+
+
+def plain_vit_forward(model, x: Tensor) -> tuple[Tensor, Tensor]:
+    """Every block in full, DINO style (LayerScale as DeiT III's and DINOv2's block, augmented shortcuts as the
+    authors' `augvit_small_circulant2`), any patch size and width; class token and registers in the forward where
+    the network has them, the final norm on the output where it has one (DINO's `get_intermediate_layers(n=1)`).
+    Returns (last block's output, last block's keys), both (B, patches, D): the rows after the class token and
+    registers."""
+    z, extra = plain_prepare_tokens(model, x)
     keys = None
     for blk in model.blocks:
         u = blk.norm1(z)
@@ -98,7 +163,9 @@ def plain_vit_forward(model, x: Tensor) -> tuple[Tensor, Tensor]:
         else:
             z = z + y
             z = z + blk.mlp.fc2(F.gelu(blk.mlp.fc1(blk.norm2(z))))
-    return z, keys
+    if getattr(model, "norm", None) is not None:
+        z = model.norm(z)
+    return z[:, extra:], keys[:, extra:]
 
 
 def plain_fourier(model, B: int, H: int, W: int) -> Tensor:
@@ -156,13 +223,14 @@ def plain_forward(model, x: Tensor) -> tuple[Tensor, Tensor]:
 # ----------------------------------------------------------------------------------------------------- FLOPs
 
 
-def flops_per_image(architecture: str, side: int, reading: str) -> float:
-    """Matmul and convolution FLOPs of one image through our path: 'keys' (11 blocks + block 12's key projection) or
-    'tokens' (12 blocks). A multiply-add is 2 FLOPs; norms, activations, softmax and additions are not counted."""
-    g = side // 16
-    n = g * g
-    linear = n * (DIM * 3 * DIM + DIM * DIM + 2 * DIM * HIDDEN) * 2
+def flops_per_image(model, architecture: str, side: int, reading: str) -> float:
+    """Matmul and convolution FLOPs of one image through our path: 'keys' (every block but the last + the last
+    block's key projection) or 'tokens' (every block), over every row the forward carries (class token and
+    registers included). A multiply-add is 2 FLOPs; norms, activations, softmax and additions are not counted."""
     if architecture == "xcit-s12-16":
+        g = side // 16
+        n = g * g
+        linear = n * (DIM * 3 * DIM + DIM * DIM + 2 * DIM * HIDDEN) * 2
         embed, s, cin = 0, side, 3
         for cout in STEM_WIDTHS:
             s = (s - 1) // 2 + 1
@@ -171,21 +239,32 @@ def flops_per_image(architecture: str, side: int, reading: str) -> float:
         embed += n * 2 * FOURIER_DIM * DIM * 2  # the 1 x 1 token projection
         head_dim = DIM // HEADS["8x48"]
         block = linear + 2 * n * DIM * head_dim * 2 + 2 * n * DIM * 9 * 2  # q^T k and A v^T; two depthwise 3 x 3
+        depth, dim = DEPTH, DIM
     else:
-        embed = n * (3 * 16 * 16) * DIM * 2
-        block = linear + 2 * n * n * DIM * 2  # q k^T and weights @ v, all heads
+        geometry = model.geometry
+        p, dim, depth = geometry.patch, geometry.width, geometry.depth
+        patches = (side // p) ** 2
+        n = patches + model.extra_tokens
+        linear = n * (dim * 3 * dim + dim * dim + 2 * dim * 4 * dim) * 2
+        embed = patches * (3 * p * p) * dim * 2
+        block = linear + 2 * n * n * dim * 2  # q k^T and weights @ v, all heads
         if architecture == "augvit-s16":
-            block += 4 * n * DIM * DIM * 2  # four 384 x 384 shortcuts
+            block += 4 * n * dim * dim * 2  # four 384 x 384 shortcuts
     if reading == "keys":
-        return embed + (DEPTH - 1) * block + n * DIM * DIM * 2
-    return embed + DEPTH * block
+        return embed + (depth - 1) * block + n * dim * dim * 2
+    return embed + depth * block
 
 
-def seeded(architecture: str) -> torch.nn.Module:
-    """The architecture's network, seeded (0), in its main variant, eval mode."""
+def seeded(architecture: str, form: str = "backbone") -> torch.nn.Module:
+    """The architecture's network, seeded (0), in its main variant and `form`, eval mode. The released form is built
+    as its authors' files hold it: class token, registers and final norm, the position table for the grid its
+    released files store (DINOv2's hub: 37 x 37) and their position rule (the hub's register models: antialias)."""
     arch = REGISTRY[architecture]
     torch.manual_seed(0)
-    return arch.build(arch.variants[0]).eval()
+    if form == "backbone" or not arch.block:
+        return arch.build(arch.variants[0]).eval()
+    return arch.build(arch.variants[0], class_token=True, registers=arch.geometry.registers, final_norm=True,
+                      position_rule=arch.default_position_rule(training=False)).eval()
 
 
 # ----------------------------------------------------------------------------------------------------- timing
@@ -223,8 +302,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8, help="images per reading (default 8)")
     add_job_options(parser, "--batch", "--threads")
-    parser.add_argument("--architectures", nargs="+", default=list(BENCH_ARCHITECTURES), choices=BENCH_ARCHITECTURES,
-                        help="which architectures (default: all four)")
+    parser.add_argument("--architectures", nargs="+", default=list(DEFAULT_ARCHITECTURES), choices=BENCH_ARCHITECTURES,
+                        metavar="A", help=f"which architectures, of {', '.join(BENCH_ARCHITECTURES)} (default: the "
+                        f"seed's four, {', '.join(DEFAULT_ARCHITECTURES)})")
+    parser.add_argument("--form", choices=FORMS, help="run every ViT in this form (default: DINOv2 with registers "
+                        "released, every other backbone; XCiT has one form)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     size = 2048
@@ -239,32 +321,41 @@ def main(argv: list[str] | None = None) -> None:
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     fractions: dict[tuple[str, str], float] = {}
     for architecture in args.architectures:
-        model = seeded(architecture)
+        form = args.form or default_form(architecture)
+        model = seeded(architecture, form)
+        geometry = REGISTRY[architecture].geometry
+        form = getattr(model, "form", "backbone")  # XCiT: one form
+        label = architecture if form == "backbone" else f"{architecture} ({form})"
+        if form == "released":
+            print(f"{label}: class token, {model.geometry.registers} registers and final norm in the forward, position "
+                  f"table for {math.isqrt(model.pos_embed.shape[1] - 1)}^2 patches resampled by the "
+                  f"{model.position_rule!r} rule")
         readings = [
             ("keys480", 480, "keys", model.last_keys, lambda x, m=model: plain_forward(m, x)[1]),
             ("tokens224", 224, "tokens", model.tokens, lambda x, m=model: plain_forward(m, x)[0]),
         ]
-        for name, side, reading, ours, plain in readings:
+        for name, nominal, reading, ours, plain in readings:
+            side = geometry.keys480_side if name == "keys480" else nominal  # 476 for p 14
             images = torch.randn(args.images, 3, side, side, generator=torch.Generator().manual_seed(side))
             with torch.inference_mode():
                 diff = (ours(images[:2]) - plain(images[:2])).abs().max().item()
             ours_rate, plain_rate, ceiling = interleaved(ours, plain, images, args.batch, matmul)
             ceiling_median, ceiling_best = statistics.median(ceiling), max(ceiling)
-            gflops = flops_per_image(architecture, side, reading) / 1e9
+            gflops = flops_per_image(model, architecture, side, reading) / 1e9
             achieved = ours_rate * gflops
-            fractions[(architecture, name)] = achieved / ceiling_median
+            fractions[(label, name)] = achieved / ceiling_median
             print(
-                f"{architecture} {name}: ours {ours_rate:.2f} img/s, plain reference {plain_rate:.2f} img/s, "
+                f"{label} {name} ({side} px): ours {ours_rate:.2f} img/s, plain reference {plain_rate:.2f} img/s, "
                 f"ratio {ours_rate / plain_rate:.2f}x (max |ours - plain| {diff:.1e})\n"
                 f"  {gflops:.2f} GFLOP/img -> {achieved:.1f} GFLOP/s; fp32 matmul {size}^3 in the same run: median "
                 f"{ceiling_median:.1f}, best {ceiling_best:.1f} GFLOP/s -> {100 * achieved / ceiling_median:.0f}% of "
                 f"the median ceiling ({100 * achieved / ceiling_best:.0f}% of the best)"
             )
-    if "vit-s16" in args.architectures:
-        for (architecture, name), fraction in fractions.items():
-            if architecture != "vit-s16":
+    if any(label == "vit-s16" for label, _ in fractions):
+        for (label, name), fraction in fractions.items():
+            if label != "vit-s16":
                 base = fractions[("vit-s16", name)]
-                print(f"{architecture} {name}: {100 * fraction:.0f}% of the ceiling against plain ViT-S/16's "
+                print(f"{label} {name}: {100 * fraction:.0f}% of the ceiling against plain ViT-S/16's "
                       f"{100 * base:.0f}% ({100 * (fraction / base - 1):+.0f}%)")
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start

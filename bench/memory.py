@@ -11,7 +11,15 @@ RSS counts a page once per process that maps it, so a job with forked workers (p
 memory whenever Snakemake's sampler happens to catch a worker alive, and its RSS peak is bimodal across its jobs
 whatever the data set's size; PSS counts each shared page once and is the figure to read for such a job.
 
-    python bench/memory.py [--small 30] [--large 150] [--shard-size 10] [--keep DIR]
+--architecture picks the seeded checkpoint's network (default vit-s16, the seed's; any registry name, in the
+backbone form, `features.form`'s default): `--architecture vit-s8` runs the same measurement on a ViT-S/8, whose
+keys480 are (N, 3600, 384) per shard against ViT-S/16's (N, 900, 384), so its extract and decode jobs hold four
+times the rows per image (docs/design.md §11). The header prints the network's reading shapes. ViT-S/8 costs about
+seven times ViT-S/16's network work per image: on 2 shared cores (load ~5) `--architecture vit-s8 --small 10
+--large 50 --shard-size 5` (the same 5x in images and in shards as 30 -> 150 in shards of 10) took 15 + 20 minutes;
+the default 30 -> 150 would take over an hour there.
+
+    python bench/memory.py [--architecture vit-s16] [--small 30] [--large 150] [--shard-size 10] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,11 +40,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench.machine import machine_line  # noqa: E402
+from evaluate.networks.registry import ARCHITECTURES, REGISTRY  # noqa: E402
 
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
-RULES = ("preprocess", "extract", "sweep_decode", "select_setting", "decode", "merge_masks", "score_decoder",
-         "train_probe", "score_probe", "scores",
-         "tables")
+RULES = ("preprocess", "extract", "attention_shard", "attention_record", "attention_rows", "sweep_decode",
+         "select_setting", "decode", "merge_masks", "score_decoder", "eigenvector", "train_probe", "score_probe",
+         "scores", "tables")
 
 
 def pooled_subset(out: Path, name: str, image_ids: list[int], pooled: dict) -> Path:
@@ -84,12 +94,18 @@ def peak_by_rule(work: Path, column: str) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--architecture", default="vit-s16", choices=ARCHITECTURES,
+                        help="the seeded checkpoint's network (default vit-s16)")
     parser.add_argument("--small", type=int, default=30)
     parser.add_argument("--large", type=int, default=150)
     parser.add_argument("--shard-size", type=int, default=10)
     parser.add_argument("--keep", type=Path, help="keep the working folders here instead of a temporary folder")
     args = parser.parse_args()
     print(machine_line(), "(this process; the workflow's jobs set their own threads)")
+    geometry = REGISTRY[args.architecture].geometry
+    shapes = ", ".join(f"{kind} (N, {rows}, {width})" for kind, (rows, width) in geometry.kinds.items())
+    print(f"network: {args.architecture} (seeded, backbone form): {shapes} per shard of N images; load average "
+          f"before {os.getloadavg()[0]:.1f} (other processes share the CPUs)")
     if not (COCO_MINI / "annotations.json").is_file():
         print(f"bench/memory.py needs {COCO_MINI} (coco2017-mini); it is absent here", file=sys.stderr)
         return 2
@@ -105,7 +121,7 @@ def main() -> int:
     from evaluate.demo.checkpoints import make_demo_checkpoint
 
     checkpoint = root / "seeded.pth"
-    make_demo_checkpoint(checkpoint, "dino-backbone", seed=0, architecture="vit-s16")
+    make_demo_checkpoint(checkpoint, "dino-backbone", seed=0, architecture=args.architecture)
     peaks, walls = {}, {}
     for n in (args.small, args.large):
         work = root / f"n{n}"
@@ -123,9 +139,11 @@ def main() -> int:
             print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
             return 1
         peaks[n] = {column: peak_by_rule(work, column) for column in ("max_rss", "max_pss")}
-        print(f"{n} eval images: workflow finished in {walls[n]:.0f} s", flush=True)
+        print(f"{n} eval images: workflow finished in {walls[n]:.0f} s; load average {os.getloadavg()[0]:.1f}",
+              flush=True)
 
-    print(f"\npeak memory per job (MB, largest job of each rule), eval data set of {args.small} vs {args.large} "
+    print(f"\n{args.architecture}: peak memory per job (MB, largest job of each rule), eval data set of {args.small} "
+          f"vs {args.large} "
           f"images (shards of {args.shard_size}):")
     print(f"{'':16s} {'RSS':>26s}   {'PSS':>26s}")
     print(f"{'rule':16s} {args.small:>8d} {args.large:>8d}   ratio   {args.small:>8d} {args.large:>8d}   ratio")

@@ -56,10 +56,15 @@ from evaluate.datasets.coco import CocoDataset  # noqa: E402
 from evaluate.demo.checkpoints import make_demo_checkpoint  # noqa: E402
 from evaluate.experiment import config_defaults  # noqa: E402
 from evaluate.networks.checkpoints import load_backbone  # noqa: E402
-from evaluate.networks.registry import ARCHITECTURES  # noqa: E402
+from evaluate.networks.registry import ARCHITECTURES, SEED_ARCHITECTURES  # noqa: E402
 from evaluate.readings.features import FeatureReader, extract_inputs, resolve_device  # noqa: E402
-from evaluate.readings.geometry import KINDS  # noqa: E402
-from evaluate.readings.inputs import StoredInputs, model_batches, preprocess_shard  # noqa: E402
+from evaluate.readings.geometry import KEYS480_SIZE  # noqa: E402
+from evaluate.readings.inputs import (  # noqa: E402
+    DecodedInputs,
+    StoredInputs,
+    model_batches,
+    preprocess_shard,
+)
 
 DECODER = config_defaults("decoder")
 # The decoder's masks are compared under one setting, the contract's ncut setting (../shared/DESIGN.md): the schema
@@ -77,12 +82,13 @@ class TimedNetwork(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, keys: bool = True):
         super().__init__()
         self.model, self.keys = model, keys
+        self.geometry, self.form = model.geometry, model.form  # what `extract_inputs` sizes the shard by
         self.seconds = dict.fromkeys(READINGS, 0.0)
 
     def _timed(self, reading: str, x: torch.Tensor) -> torch.Tensor:
         start = time.perf_counter()
         if reading == "keys480" and not self.keys:
-            out = torch.zeros(x.shape[0], *KINDS[reading])
+            out = torch.zeros(x.shape[0], *self.geometry.kinds[reading])
         else:
             out = getattr(self.model, READINGS[reading])(x)
         if out.is_cuda:
@@ -150,8 +156,10 @@ def half_width(measure: dict) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8, help="val images, and train images for the probe (8)")
-    parser.add_argument("--architectures", nargs="+", default=list(reversed(ARCHITECTURES)), choices=ARCHITECTURES,
-                        help="which seeded checkpoints (default: all four)")
+    parser.add_argument("--architectures", nargs="+", default=list(reversed(SEED_ARCHITECTURES)),
+                        choices=ARCHITECTURES, metavar="A",
+                        help=f"which seeded checkpoints, of {', '.join(ARCHITECTURES)} (default: the seed's four; "
+                        f"the DINO family of docs/design.md §11 only when named, ViT-L among it)")
     add_job_options(parser, "--batch", "--threads", "--workers")
     parser.add_argument("--device", default=FEATURES["device"], help=f"features.device ({FEATURES['device']})")
     args = parser.parse_args(argv)
@@ -209,14 +217,23 @@ def measure(args: argparse.Namespace, root: Path) -> None:
         checkpoint = make_demo_checkpoint(root / f"{architecture}.pth", "dino-backbone", seed=0,
                                           architecture=architecture)
         model = load_backbone(checkpoint, which="teacher").model
+        side = model.geometry.keys480_side
+
+        def source(split: str, side: int = side):
+            """The decoded inputs at 480 px, or (patch 14: 476 px) the network's own, decoded as extract does."""
+            if side == KEYS480_SIZE:
+                return StoredInputs(inputs[split])
+            dataset, _, ids = splits[split]
+            return DecodedInputs(dataset, ids, workers=args.workers, keys480_side=side)
+
         out, rates = {}, {}
         for precision in PRECISIONS:
             timed = TimedNetwork(model)
-            out[precision] = extract_inputs(timed, StoredInputs(inputs["val"]), root / architecture / precision / "val",
+            out[precision] = extract_inputs(timed, source("val"), root / architecture / precision / "val",
                                             batch_size=args.batch, dtype=FEATURES["dtype"], device=device,
                                             threads=args.threads, precision=precision)
             rates[precision] = {r: len(val_ids) / s for r, s in timed.seconds.items()}
-            extract_inputs(TimedNetwork(model, keys=False), StoredInputs(inputs["train"]),
+            extract_inputs(TimedNetwork(model, keys=False), source("train"),
                            root / architecture / precision / "train", batch_size=args.batch,
                            dtype=FEATURES["dtype"], device=device, threads=args.threads, precision=precision)
         row = {"architecture": architecture}
