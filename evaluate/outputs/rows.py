@@ -59,34 +59,31 @@ def describe_dataset(recs: Sequence[dict], dataset: str) -> str:
     return text_ + _precision_note(recs) + _form_note(recs)
 
 
-def _form_note(recs: Sequence[dict]) -> str:
-    """The network's form (docs/design.md §11): "" when every record ran the backbone form (the seed's protocol);
-    else the form, or, where the records mix forms, each form with its checkpoints, so a table never passes off
-    one form's numbers as the other's. A record older than the field ran the backbone form."""
-    by_form: dict[str, set[str]] = {}
+def _run_note(recs: Sequence[dict], field: str, default: str, noun: str, single: str = "") -> str:
+    """The caption's note on how the records' networks ran (`field`: "precision" or "form"): "" when every record
+    ran the `default` (a record older than the field counts as the default); else the one value ("Network
+    precision: bfloat16.", with `single` after it), or, where the records mix values, each with its checkpoints, so a
+    table never passes off one kind's numbers as another's."""
+    by_value: dict[str, set[str]] = {}
     for r in recs:
-        by_form.setdefault(r.get("form") or SEED_NETWORK["form"], set()).add(r["checkpoint"])
-    if set(by_form) <= {SEED_NETWORK["form"]}:
+        by_value.setdefault(r.get(field) or default, set()).add(r["checkpoint"])
+    if set(by_value) <= {default}:
         return ""
-    if len(by_form) == 1:
-        return f" Network form: {next(iter(by_form))} (class token and registers in the forward, final norm)."
-    listed = "; ".join(f"{f} ({', '.join(sorted(c))})" for f, c in sorted(by_form.items()))
-    return f" Mixed network forms: {listed}."
+    if len(by_value) == 1:
+        return f" Network {noun}: {next(iter(by_value))}{single}."
+    listed = "; ".join(f"{v} ({', '.join(sorted(c))})" for v, c in sorted(by_value.items()))
+    return f" Mixed network {noun}s: {listed}."
 
 
 def _precision_note(recs: Sequence[dict]) -> str:
-    """"" when every record's features ran in float32 (the reference); else the precision, or, where the records
-    mix precisions, each precision with its checkpoints. A record older than the field counts as float32, the one
-    precision of the CPU before `features.precision` (`features.autocast` was an opt-in switch of CUDA)."""
-    by_precision: dict[str, set[str]] = {}
-    for r in recs:
-        by_precision.setdefault(r.get("precision") or REFERENCE_PRECISION, set()).add(r["checkpoint"])
-    if set(by_precision) <= {REFERENCE_PRECISION}:
-        return ""
-    if len(by_precision) == 1:
-        return f" Network precision: {next(iter(by_precision))}."
-    listed = "; ".join(f"{p} ({', '.join(sorted(c))})" for p, c in sorted(by_precision.items()))
-    return f" Mixed network precisions: {listed}."
+    """float32 is the reference (docs/design.md §3), the one precision of the CPU before `features.precision`."""
+    return _run_note(recs, "precision", REFERENCE_PRECISION, "precision")
+
+
+def _form_note(recs: Sequence[dict]) -> str:
+    """The backbone form is the seed's protocol (docs/design.md §14), what every record before the field ran."""
+    return _run_note(recs, "form", SEED_NETWORK["form"], "form",
+                     " (class token and registers in the forward, final norm)")
 
 
 def unit(recs: Sequence[dict]) -> str:
