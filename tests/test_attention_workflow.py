@@ -92,8 +92,9 @@ def test_xcit_is_absent_and_shows_a_dash(finished):
     assert record["measures"] == [] and record["attention_tables"] is None and record["attention_absent"]
     md = (results / "tables" / "checkpoints_val.md").read_text()
     lines = [line for line in md.splitlines() if line.startswith("|")]
-    header, row = lines[0], next(line for line in lines if line.split("|")[4].strip() == "x")
-    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")]))
+    names = [c.strip() for c in lines[0].split("|")]
+    row = next(line for line in lines if line.split("|")[names.index("checkpoint")].strip() == "x")
+    cells = dict(zip(names, [c.strip() for c in row.split("|")]))
     assert cells["attention spread"] == "–" and cells["attention entropy"] == "–", row
 
 

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import torch
 
+from evaluate.readings.geometry import SEED
+
 from evaluate.datasets.coco import CocoDataset
 from gauges import relative_error
 from sources import demo_coco
@@ -84,6 +86,7 @@ class AutocastRecorder(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.seen: list[tuple[str, bool, torch.dtype]] = []
+        self.geometry, self.form = SEED, "backbone"  # the seed's sizes: keys480 (900, 384), tokens224 (196, 384)
 
     def _record(self, reading: str, x: torch.Tensor, n: int) -> torch.Tensor:
         self.seen.append((reading, torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))

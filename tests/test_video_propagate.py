@@ -14,7 +14,7 @@ from videos import moving_shapes, small_davis
 from evaluate import ConfigError, EvaluationError
 from evaluate.datasets.davis import DavisDataset, VideoSequence, read_mask
 from evaluate.demo.videos import write_sequence
-from evaluate.networks.registry import REGISTRY
+from evaluate.networks.registry import REGISTRY, SEED_ARCHITECTURES
 from evaluate.readings.geometry import Geometry
 from evaluate.video import propagate
 from evaluate.video.measures import jaccard
@@ -269,10 +269,13 @@ def test_propagated_masks_follow_the_shapes_and_frame_0_is_the_truth(tmp_path):
 
 
 @pytest.mark.slow  # a network built per architecture: seconds each, more on a busy machine
-@pytest.mark.parametrize("architecture", sorted(REGISTRY))
+@pytest.mark.parametrize("architecture", [*SEED_ARCHITECTURES, "vit-s8", "dinov2-s14-reg4"])  # B and L: as S
 def test_every_architecture_propagates_on_a_non_square_grid(tmp_path, architecture):
     root = small_davis(tmp_path / "davis")
-    whole = DavisDataset(root).sequence("shapes2")  # 200 x 96 frames -> 128 x 64 at height 64: a 4 x 8 grid
+    # 200 x 96 frames at height 64: patch 16 -> 128 x 64, a 4 x 8 grid; patch 8 -> 128 x 64, 8 x 16;
+    # patch 14 -> short side 56, long floor(56 * 200 / 96 / 14) * 14 = 112: 4 x 8
+    grid = {16: (4, 8), 8: (8, 16), 14: (4, 8)}[REGISTRY[architecture].geometry.patch]
+    whole = DavisDataset(root).sequence("shapes2")
     seq = VideoSequence(whole.name, whole.frames[:4], whole.masks[:4])
     arch = REGISTRY[architecture]
     with torch.random.fork_rng(devices=[]):
@@ -280,7 +283,7 @@ def test_every_architecture_propagates_on_a_non_square_grid(tmp_path, architectu
         network = arch.build(arch.variants[0]).eval()
     settings = _settings(height=64, n_last_frames=2, neighbourhood=3)
     run = propagate_sequence(network, seq, settings, tmp_path / "a")
-    assert run.grid == (4, 8) and run.n_frames == len(seq.frames)
+    assert run.grid == grid and run.n_frames == len(seq.frames)
     for frame in seq.frames:
         ids = read_mask(tmp_path / "a" / f"{frame.stem}.png", result=True)
         assert ids.shape == (96, 200) and ids.max() <= 2
