@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from evaluate.demo import DemoError, print_made
 from evaluate.networks import registry
+from evaluate.networks.forms import block_count
 from evaluate.networks.checkpoints import DEIT3_GROUP, FORMATS, NESTED_GROUPS, SAFETENSORS_SUFFIX
 from evaluate.networks.registry import ARCHITECTURES, REGISTRY
 from evaluate.plumbing.atomic import atomic_path
@@ -95,7 +96,7 @@ def _dinov2_train(backbone: dict[str, Tensor], student: dict[str, Tensor], full:
     """DINOv2's teacher checkpoint as its trainer saves it: `{"teacher": ...}` with `backbone.*` in blocks chunked
     four ways (`backbone.blocks.{c}.{i}.*`, each chunk holding its own blocks' numbers), `dino_head.*`, `ibot_head.*`."""
     released = full(backbone, "dino")
-    depth = registry.block_count(released)
+    depth = block_count(released)
     per_chunk = max(1, depth // DINOV2_CHUNKS)
     teacher = {}
     for key, value in released.items():

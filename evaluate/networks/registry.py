@@ -38,7 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from evaluate.networks import ARCHITECTURE_FIELDS, ArchitectureError, describe_keys, forms, vit, xcit
-from evaluate.networks.forms import block_count  # noqa: F401  (the writers count blocks with it)
+from evaluate.networks.forms import block_count
 from evaluate.readings.geometry import SEED, Geometry
 
 def _nothing_derived(model: nn.Module) -> None:
