@@ -121,7 +121,8 @@ def site(tmp_path_factory) -> Path:
     if not HAVE_MKDOCS:
         pytest.skip("mkdocs and mkdocs-material absent (pip install '.[docs]', which make setup does)")
     out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-f",
+    # not --quiet: it hides the warnings that --strict turns into a failure (a broken anchor built "cleanly")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
                            str(REPO / "mkdocs.yml"), "--site-dir", str(out)], capture_output=True, text=True,
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
