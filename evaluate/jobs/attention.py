@@ -15,16 +15,17 @@ def attention_shard(smk: Any) -> None:
     shard = str(smk.wildcards.shard)
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
     which: str = smk.params.which
-    position_rule: str | None = smk.params.position_rule or None
+    position_rule: str | None = smk.params.position_rule  # None: the architecture's default
     features: dict = smk.params.features
     workers = int(smk.params.run_time.workers)  # run-time: changing features.workers re-runs nothing
     out = Path(smk.output.shard)
 
     from evaluate.attention.shards import read_attention_shard
 
-    read_attention_shard(checkpoint_file=checkpoint_file, which=which, position_rule=position_rule, images=images, annotations=annotations,
-                         manifest_file=manifest_file, shard=shard, inputs_record=inputs_record, out=out,
-                         batch_size=int(features["batch_size"]), device=str(features["device"]), workers=workers)
+    read_attention_shard(checkpoint_file=checkpoint_file, which=which, position_rule=position_rule, images=images,
+                         annotations=annotations, manifest_file=manifest_file, shard=shard,
+                         inputs_record=inputs_record, out=out, batch_size=int(features["batch_size"]),
+                         device=str(features["device"]), workers=workers)
 
 
 def attention_record(smk: Any) -> None:
@@ -49,13 +50,14 @@ def attention_rows(smk: Any) -> None:
     manifest_file = Path(smk.input.manifest)
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
     which: str = smk.params.which
-    position_rule: str | None = smk.params.position_rule or None
+    position_rule: str | None = smk.params.position_rule
     image_id = smk.params.image
     patch = smk.params.patch  # None: the centre patch of each network's own grid
     out = Path(smk.output.rows)
 
     from evaluate.attention.shards import write_attention_rows
 
-    write_attention_rows(checkpoint_file=checkpoint_file, which=which, position_rule=position_rule, images=images, annotations=annotations,
-                         manifest_file=manifest_file, image_id=None if image_id is None else int(image_id),
+    write_attention_rows(checkpoint_file=checkpoint_file, which=which, position_rule=position_rule, images=images,
+                         annotations=annotations, manifest_file=manifest_file,
+                         image_id=None if image_id is None else int(image_id),
                          patch=None if patch is None else int(patch), out=out)

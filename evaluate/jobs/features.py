@@ -43,7 +43,7 @@ def extract(smk: Any) -> None:
     dataset: str = smk.params.dataset["name"]
     images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
     which: str = smk.params.which
-    position_rule: str | None = smk.params.position_rule or None
+    position_rule: str | None = smk.params.position_rule  # None: the architecture's default
     features: dict = smk.params.features
     run_time = smk.params.run_time  # run-time: dropping features, workers or a new checkpoint re-run nothing
     keep, workers, checkpoints = bool(run_time.keep), int(run_time.workers), tuple(run_time.checkpoints)

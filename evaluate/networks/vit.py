@@ -22,8 +22,8 @@ Two readings leave the network (docs/design.md §3):
 - `model.tokens(x)` (also `model(x)`): the last block's output (final norm applied in the released form), patch
   rows only, (B, N, D) float32;
 - `model.last_keys(x)`: the last block's keys `k = W_k LN1(z) + b_k`, patch rows only, (B, N, D) float32, heads
-  concatenated in head order. Only LN1 and the key third of block 12's `qkv` run; block 12's attention and MLP are skipped, since
-  nothing of them reaches the keys.
+  concatenated in head order. Only LN1 and the key third of the last block's `qkv` run; its attention and MLP are
+  skipped, since nothing of them reaches the keys.
 
 `model.tokens_tapped(x, tap)` is `tokens(x)`, bit for bit, while `tap(block, q, k)` sees the queries and keys every
 block's attention used: what the attention-spread reading (`evaluate.attention`, docs/design.md §13) is computed from,

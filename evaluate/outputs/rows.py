@@ -37,7 +37,7 @@ def network_text(rec: dict) -> str:
 
 
 def _network(recs: Sequence[dict], checkpoint: str) -> str:
-    return next((network_text(r) for r in recs if r["checkpoint"] == checkpoint and network_text(r)), "")
+    return next((words for r in recs if r["checkpoint"] == checkpoint and (words := network_text(r))), "")
 
 
 def describe_dataset(recs: Sequence[dict], dataset: str) -> str:

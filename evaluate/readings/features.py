@@ -35,7 +35,7 @@ from numpy.lib.format import open_memmap, read_array_header_1_0, read_array_head
 from tqdm import tqdm
 
 from evaluate import EvaluationError
-from evaluate.networks import REFERENCE_PRECISION
+from evaluate.networks import REFERENCE_PRECISION, SEED_NETWORK
 from evaluate.plumbing.atomic import atomic_path, write_json
 from evaluate.readings.images import TRANSFORMS
 from evaluate.readings.geometry import KINDS, Geometry
@@ -49,7 +49,7 @@ META = "meta.json"
 IDS = "image_ids.json"
 # meta keys that must agree between the shards of one data set's features
 SHARED_META_KEYS = ("checkpoint_sha256", "checkpoint_format", "architecture", "manifest_sha256", "dtype", "precision",
-                    "transforms", "form", "patch", "width", "depth", "registers")
+                    "transforms", "patch", "width", "depth", "registers")  # the form: its own check, below
 
 log = logging.getLogger("evaluate.readings.features")
 
@@ -295,8 +295,9 @@ class FeatureReader:
                     raise FeatureError(f"{path}: dtype {dtype} but {meta_path} says {meta.get('dtype')}")
             if self.metas:
                 first = self.metas[0]
-                forms = (first.get("form", "backbone"), meta.get("form", "backbone"))
-                if forms[0] != forms[1]:  # a shard older than the field ran the backbone form
+                # a shard older than the field ran the backbone form
+                forms = (first.get("form", SEED_NETWORK["form"]), meta.get("form", SEED_NETWORK["form"]))
+                if forms[0] != forms[1]:
                     raise FeatureError(
                         f"{meta_path}: the network ran in the {forms[1]} form, but in the {forms[0]} form for "
                         f"{self.shard_dirs[0] / META}: the shards of one data set are refused together unless they "
@@ -311,7 +312,7 @@ class FeatureReader:
             self._ids.append(ids)
             self.metas.append(meta)
         self.geometry = Geometry.from_meta(self.metas[0])
-        self.form = self.metas[0].get("form", "backbone")  # a shard written before the form was recorded
+        self.form = self.metas[0].get("form", SEED_NETWORK["form"])  # a shard written before the form was recorded
         self.image_ids: list[int] = [i for ids in self._ids for i in ids]
         self._starts = np.cumsum([0] + [len(ids) for ids in self._ids]).tolist()
         self._row_of: dict[int, int] = {}

@@ -53,14 +53,14 @@ def file_hashes(folder: Path) -> dict[str, str]:
 
 def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.PathLike, dataset: str, root: str,
                   resolution: str, sequences_file: str | None, sequence: str, settings: Mapping[str, Any],
-                  device: str, run_time: RunTime, out_dir: str | os.PathLike, out_run: str | os.PathLike,
-                  form: str = "backbone") -> dict:
+                  device: str, form: str, run_time: RunTime, out_dir: str | os.PathLike,
+                  out_run: str | os.PathLike) -> dict:
     """Propagate one sequence's first-frame masks with one checkpoint; returns the run file's content.
 
-    checkpoint: its params (name, run, epoch, which network); checkpoint_file: its file; dataset, root, resolution,
-    sequences_file: the video data set; settings: the config's `video:` (`PropagationSettings`); device (`auto`:
-    CUDA where present): the config's `features`; run_time: the data set's seal and budget. The job's torch
-    threads (`video.threads`) are set by the job runner.
+    checkpoint: its params (name, run, epoch, which network, position rule); checkpoint_file: its file; dataset,
+    root, resolution, sequences_file: the video data set; settings: the config's `video:` (`PropagationSettings`);
+    device (`auto`: CUDA where present), form (the network's, docs/design.md §14): the config's `features`;
+    run_time: the data set's seal and budget. The job's torch threads (`video.threads`) are set by the job runner.
     """
     from evaluate.datasets.davis import DavisDataset
     from evaluate.ledger.scoring import Scoring, open_labels

@@ -119,7 +119,7 @@ def which_of(wildcards):
 
 
 def position_rule_of(wildcards):
-    return CHECKPOINTS[wildcards.checkpoint].position_rule or ""
+    return CHECKPOINTS[wildcards.checkpoint].position_rule
 
 
 def demo_dataset_of(wildcards):
