@@ -33,6 +33,7 @@ from evaluate.plumbing.atomic import write_text
 DISPLAY_NAMES = {
     "jaccard": ("Jaccard", "Jaccard"),
     "corloc": ("CorLoc", "CorLoc"),
+    "corloc_box": ("CorLoc (box)", "CorLoc (box)"),
     "ap": ("AP", "AP"),
     "ap50": ("AP50", "AP$_{50}$"),
     "ar10": ("AR@10", "AR@10"),

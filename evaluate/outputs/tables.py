@@ -52,7 +52,7 @@ from evaluate.outputs.table_model import (
 from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 from evaluate.scores.measures import PERCENT, measure_scale, stats_array
 
-MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy", "attention_spread",
+MEASURE_ORDER = ("jaccard", "corloc", "corloc_box", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy", "attention_spread",
                  "attention_entropy", "jf_mean", "j_mean", "f_mean", "j_recall", "f_recall", "j_decay", "f_decay")
 TAU_DIGITS = 2  # decimals of Kendall's tau
 
