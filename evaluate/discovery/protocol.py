@@ -24,6 +24,14 @@ def write_manifest(*, spec: dict, shard_size: int, out: str | os.PathLike) -> di
     from evaluate.plumbing.atomic import write_json
 
     manifest = box_manifest(open_box_dataset(spec), shard_size)
+    if spec.get("benchmark"):
+        from evaluate.outputs.published import benchmark_size
+
+        expected = benchmark_size(spec["benchmark"])
+        if len(manifest["image_ids"]) != expected:
+            log.warning("%s: declared benchmark %s has %d images, this data set %d: its published rows compare "
+                        "with a different set of images", spec["name"], spec["benchmark"], expected,
+                        len(manifest["image_ids"]))
     write_json(out, manifest)
     log.info("%s: %d images in %d shard(s)", spec["name"], len(manifest["image_ids"]), len(manifest["shards"]))
     return manifest
