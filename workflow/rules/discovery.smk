@@ -2,6 +2,7 @@
 # Snakemake checkpoint), keys-native per checkpoint and shard, every box decoder's boxes per shard (label-free), and
 # one scoring job per checkpoint, data set and box decoder that opens the labels and writes a ledger record.
 
+
 # a keys-native shard's meta.json has keys480's path: the data set's name (constrained per rule) tells them apart
 ruleorder: extract_native > extract
 
