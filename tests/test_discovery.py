@@ -112,7 +112,10 @@ def test_boxes_and_corloc_equal_the_references(native_shard, tmp_path, monkeypat
     from evaluate.ledger.scoring import Scoring
     from evaluate.readings.native import NativeKeys
 
+    from evaluate.outputs.discovery_figures import discovery_figures
+
     _, dataset, out = native_shard
+    records = []
     result = decode_boxes(shard_dir=out, out=tmp_path / "boxes.json")
     shard = NativeKeys(out)
     truths = dataset.boxes()
@@ -133,10 +136,15 @@ def test_boxes_and_corloc_equal_the_references(native_shard, tmp_path, monkeypat
                                                 "split": "trainval"}, decoder=name, manifest_file=manifest,
                                  boxes_files=[tmp_path / "boxes.json"], resamples=100, seed=0, code="test",
                                  out_record=tmp_path / f"{name}.json")
+        records.append(record)
         assert record["measures"][0]["measure"] == "corloc_box"
+        assert record["truths"] == {str(i): [list(b) for b in truths[i]] for i in shard.image_ids}
         assert record["measures"][0]["value"] == pytest.approx(100.0 * sum(hits) / len(hits))
     openings = (tmp_path / "results/ledger/openings.csv").read_text().splitlines()
     assert len(openings) == 3 and all(",voc-test,eval," in row for row in openings[1:])
+    files = discovery_figures(records, tmp_path / "figures", overlay_images=2, gallery_images=2)
+    assert [f.name for f in files] == ["discovery_dino_voc-test.png", "discovery-gallery_dino_voc-test.png"]
+    assert all(f.stat().st_size > 1000 for f in files)
 
 
 def test_box_hit_exact_half():

@@ -103,9 +103,13 @@ def score_discovery(scoring: Any, *, spec: dict, decoder: str, manifest_file: st
         hits = [float(box_hit(p, truths.get(i, []))) for i, p in zip(ids, preds)]
         measure = make_measure(MEASURE, image_ids=ids, per_image=hits, reducer="mean", resamples=resamples,
                                seed=seed)
-        return Scored(measures=[measure], fields={"decoder": decoder, "benchmark": spec.get("benchmark"),
-                                                  "boxes": {str(i): p for i, p in zip(ids, preds)},
-                                                  "images_without_box": sum(1 for i in ids if not truths.get(i))})
+        fields = {"decoder": decoder, "benchmark": spec.get("benchmark"),
+                  "boxes": {str(i): p for i, p in zip(ids, preds)},
+                  "image_files": {str(i): str(dataset.image_path(i)) for i in ids},
+                  "images_without_box": sum(1 for i in ids if not truths.get(i))}
+        if not scoring.sealed:  # the figures draw the truth of an unsealed set only
+            fields["truths"] = {str(i): [list(b) for b in truths.get(i, [])] for i in ids}
+        return Scored(measures=[measure], fields=fields)
 
     record, _ = score_on_record(
         scoring, kind=decoder, role="eval", purpose="eval", setting=setting, n_images=len(ids),

@@ -62,6 +62,13 @@ def figures(smk: Any) -> None:
                            sweep_csv=sweep_csv, overlay_images=int(figure_config["overlay_images"]),
                            gallery_images=int(figure_config["gallery_images"]), resamples=resamples, seed=seed,
                            truth=truth, attention_rows=dict(zip(checkpoints, attention_rows)), video=video)
+    from evaluate.ledger.records import read_records
+    from evaluate.outputs.discovery_figures import discovery_figures
+    from evaluate.plumbing.paths import RECORDS_IN_LEDGER
+
+    files += discovery_figures(read_records(ledger_dir / RECORDS_IN_LEDGER), out,
+                               overlay_images=int(figure_config["overlay_images"]),
+                               gallery_images=int(figure_config["gallery_images"]))
     if masks:
         import numpy as np
 
