@@ -208,3 +208,23 @@ def test_bad_keys_refused():
         tokencut.component(np.ones((15, 3)), (4, 4))
     with pytest.raises(DecoderError, match="non-finite"):
         lost.component(np.full((16, 3), np.nan), (4, 4))
+
+
+def test_demo_voc_folder(tmp_path):
+    """The demo's VOC-layout set: same seed, same bytes; read back, its XML boxes are the scenes' visible pixels."""
+    from evaluate.datasets.boxes import VocBoxes
+    from evaluate.demo.discovery import make_demo_voc
+    from evaluate.demo.scenes import make_scene
+
+    a, b = make_demo_voc(tmp_path / "a", n_images=2, seed=5), make_demo_voc(tmp_path / "b", n_images=2, seed=5)
+    for path in sorted(p for p in a.rglob("*") if p.is_file()):
+        assert path.read_bytes() == (b / path.relative_to(a)).read_bytes()
+    dataset = VocBoxes(a, "trainval")
+    assert dataset.names == ["demo_000001", "demo_000002"]
+    _, anns, painted = make_scene(5, 1)
+    expected = []
+    for k, ann in enumerate(anns):
+        rows, cols = np.nonzero(painted == k + 1)
+        if not ann["iscrowd"] and rows.size:
+            expected.append((int(cols.min()), int(rows.min()), int(cols.max()) + 1, int(rows.max()) + 1))
+    assert dataset.boxes()[1] == expected

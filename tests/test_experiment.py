@@ -148,7 +148,7 @@ def test_a_sweep_must_name_every_setting_field_and_leaves_centre_and_masks_to_th
 
 def test_an_unknown_decoder_name_lists_the_registered_ones(shipped_config):
     shipped_config["decoder"]["name"] = "maskcut"
-    with pytest.raises(ConfigError, match="config.yaml: decoder: unknown decoder 'maskcut'; known decoders: ncut"):
+    with pytest.raises(ConfigError, match="config.yaml: decoder: unknown decoder 'maskcut'; known decoders: lost, ncut, tokencut"):
         Experiment(load_config(shipped_config))
 
 
