@@ -1,6 +1,9 @@
 """The decoder registry: what a decoder is, its errors, and the table of decoders by name (docs/design.md §5).
 
-A decoder turns one image's keys (N, C) on a (gh, gw) patch grid into masks on that grid. It is a module (or any
+A decoder turns one image's keys (N, C) on a (gh, gw) patch grid into masks on that grid. It declares what it
+READS (a reading of `READINGS`: `keys480`, §3, or `keys-native`, the image at its own size, §12) and what it GIVES
+(`masks`, scored as §6's masks, or `boxes`, the box of its first mask, scored as §12's `corloc_box`); the jobs pick
+decoders by those two attributes (`decoders_that`), never by name. It is a module (or any
 object) with the members of `Decoder` below, and it registers itself with `register` when imported; the package's
 `decoders/__init__.py` imports every decoder module, one line each. Nothing outside a decoder's own module knows its
 settings' fields: the workflow reaches them through `get_decoder(name).Settings`, and the config's
@@ -40,6 +43,9 @@ class Decoder(Protocol):
     """What the workflow asks of a decoder.
 
     NAME:      its registry name (config `decoder.name`).
+    READS:     the reading it decodes, one of READINGS ("keys480", "keys-native").
+    GIVES:     what the workflow makes of its masks, one of GIVES ("masks": every mask; "boxes": the box of the
+               first mask, `decoders.boxes.box_of`). Box decoders reproduce a paper: one fixed setting.
     Settings:  a frozen, validated settings type with the fields `centre` (bool) and `masks` (int, at most this
                many masks per image) among its own; `.name` a stable text identity made of [A-Za-z0-9._=,-] (file
                names, the ledger's `setting` column), `Settings.from_name(name)` its inverse, `.to_dict()` every
@@ -54,6 +60,8 @@ class Decoder(Protocol):
     """
 
     NAME: str
+    READS: str
+    GIVES: str
     Settings: type
     Stats: type
 
@@ -65,7 +73,9 @@ class Decoder(Protocol):
 
 
 DECODERS: dict[str, Decoder] = {}
-_MEMBERS = ("NAME", "Settings", "Stats", "settings_grid", "decode", "sweep")
+READINGS = ("keys480", "keys-native")
+GIVES = ("masks", "boxes")
+_MEMBERS = ("NAME", "READS", "GIVES", "Settings", "Stats", "settings_grid", "decode", "sweep")
 
 
 def register(decoder: ModuleType | Any) -> None:
@@ -75,6 +85,9 @@ def register(decoder: ModuleType | Any) -> None:
         raise DecoderError(f"decoder {getattr(decoder, '__name__', decoder)!r} lacks {', '.join(missing)} "
                            "(see decoders.registry.Decoder)")
     name = decoder.NAME
+    if decoder.READS not in READINGS or decoder.GIVES not in GIVES:
+        raise DecoderError(f"decoder {name!r} reads {decoder.READS!r} and gives {decoder.GIVES!r}: it must read one "
+                           f"of {', '.join(READINGS)} and give one of {', '.join(GIVES)}")
     if name in DECODERS and DECODERS[name] is not decoder:
         raise DecoderError(f"two decoders are named {name!r}")
     DECODERS[name] = decoder
@@ -88,10 +101,22 @@ def get_decoder(name: str) -> Decoder:
         raise DecoderError(f"unknown decoder {name!r}; known decoders: {', '.join(sorted(DECODERS))}") from None
 
 
+def decoders_that(*, reads: str | None = None, gives: str | None = None) -> list[str]:
+    """The names of the registered decoders that read `reads` and give `gives` (None: any), sorted."""
+    return sorted(name for name, decoder in DECODERS.items()
+                  if (reads is None or decoder.READS == reads) and (gives is None or decoder.GIVES == gives))
+
+
 def sweep_settings(decoder_config: dict) -> list:
     """The settings a sweep tries, from config.yaml's `decoder` section as the schema fills it in: the decoder's
-    grid of `sweep` with the run's single `centre` and `masks`."""
+    grid of `sweep` with the run's single `centre` and `masks`. The swept decoder must read keys480 and give masks
+    (the box decoders run beside it, each with its fixed setting)."""
     decoder = get_decoder(decoder_config["name"])
+    if (decoder.READS, decoder.GIVES) != ("keys480", "masks"):
+        swept = ", ".join(decoders_that(reads="keys480", gives="masks"))
+        raise DecoderError(f"decoder.name {decoder.NAME!r} reads {decoder.READS} and gives {decoder.GIVES}: the "
+                           f"swept decoder reads keys480 and gives masks ({swept}); the box decoders run on every "
+                           "data set of kind voc or coco-boxes by themselves")
     spec = dict(decoder_config["sweep"])
     spec["centre"] = [bool(decoder_config["centre"])]
     spec["masks"] = [int(decoder_config["masks"])]

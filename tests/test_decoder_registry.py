@@ -33,6 +33,8 @@ import numpy as np
 from decoders.registry import SettingsError, register
 
 NAME = "norm"
+READS = "keys480"
+GIVES = "masks"
 Stats = dict
 
 

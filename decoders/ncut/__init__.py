@@ -15,10 +15,12 @@ from decoders.ncut.solver import SolverStats
 from decoders.registry import register
 
 NAME = "ncut"
+READS = "keys480"
+GIVES = "masks"
 Settings = NcutSettings
 Stats = SolverStats
 decode = ncut_decode
 sweep = ncut_sweep
-__all__ = ["NAME", "Settings", "Stats", "decode", "settings_grid", "sweep"]
+__all__ = ["NAME", "READS", "GIVES", "Settings", "Stats", "decode", "settings_grid", "sweep"]
 
 register(sys.modules[__name__])
