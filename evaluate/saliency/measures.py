@@ -62,8 +62,10 @@ def _checked(pred: np.ndarray, truth: np.ndarray, index: int) -> tuple[np.ndarra
                             "same (H, W)")
     if truth.dtype != bool:
         raise SaliencyError(f"saliency image {index}: the truth must be bool (mask levels > 0), got {truth.dtype}")
-    if not np.issubdtype(pred.dtype, np.floating) and pred.dtype != bool:
-        raise SaliencyError(f"saliency image {index}: the prediction must be float in [0, 1], got {pred.dtype}")
+    if not (np.issubdtype(pred.dtype, np.floating) or pred.dtype == bool
+            or (np.issubdtype(pred.dtype, np.integer) and pred.size and 0 <= pred.min() and pred.max() <= 1)):
+        raise SaliencyError(f"saliency image {index}: the prediction must be a soft map in [0, 1] or a 0/1 mask, "
+                            f"got {pred.dtype}")
     return pred, truth
 
 
@@ -102,7 +104,8 @@ class SaliencyImageScores:
 
 
 def image_scores(preds: Sequence[np.ndarray], truths: Sequence[np.ndarray]) -> SaliencyImageScores:
-    """Per-image statistics: preds, each (H, W) float in [0, 1] (or bool); truths, each (H, W) bool, the same size."""
+    """Per-image statistics: preds, each (H, W) float in [0, 1] (or a bool / integer 0/1 mask); truths, each (H, W)
+    bool, the same size."""
     if len(preds) != len(truths) or not preds:
         raise SaliencyError(f"saliency scores need one prediction per truth, got {len(preds)} and {len(truths)}")
     iou, acc, curves = [], [], []
