@@ -1,4 +1,4 @@
-"""Barron and Poole's fast bilateral solver in the form TokenCut ships (docs/design.md §16), on scipy's sparse matrices.
+"""Barron and Poole's fast bilateral solver as TokenCut ships it (docs/design.md §16), on scipy's sparse matrices.
 
 Grid: the RGB image (H, W, 3) in YUV (Y = 0.299 R + 0.587 G + 0.114 B; U, V from the JPEG matrix plus 128, float64);
 each pixel's vertex is (x / s, y / s, Y / l, U / c, V / c) truncated to integers (s, l, c: `BilateralSettings`'
