@@ -17,6 +17,7 @@ include: "workflow/rules/features.smk"
 include: "workflow/rules/decoder.smk"
 include: "workflow/rules/probe.smk"
 include: "workflow/rules/video.smk"
+include: "workflow/rules/discovery.smk"
 include: "workflow/rules/ledger.smk"
 include: "workflow/rules/attention.smk"
 
@@ -28,5 +29,6 @@ rule all:
         # at once, not one after another as the input function below discovers them
         manifests=expand(paths.MANIFEST, dataset=DATASETS),
         video_manifests=expand(paths.VIDEO_MANIFEST, dataset=VIDEOS),
+        discovery_manifests=expand(paths.DISCOVERY_MANIFEST, dataset=DISCOVERY),
         checkpoints=[c.path for c in CHECKPOINTS.values()],
         outputs=all_targets,

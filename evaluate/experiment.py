@@ -23,12 +23,14 @@ from evaluate.plumbing.config import (  # noqa: F401 (re-exported)
     ROLES,
     Checkpoint,
     Dataset,
+    DiscoveryDataset,
     RunTime,
     VideoDataset,
     check_name,
     checkpoint_table,
     dataset_table,
     discover_checkpoints,
+    discovery_table,
     video_table,
 )
 
@@ -60,7 +62,7 @@ def check_config_names(config: dict[str, Any]) -> None:
     for (section, key), replacement in REPLACED_KEYS.items():
         if isinstance(config.get(section), dict) and key in config[section]:
             raise ConfigError(f"config.yaml: {section}.{key} was replaced by {replacement}")
-    for section in ("checkpoints", "datasets", "videos"):
+    for section in ("checkpoints", "datasets", "videos", "discovery"):
         entries = config.get(section)
         if isinstance(entries, dict):
             for name in entries:
@@ -75,6 +77,7 @@ class Experiment:
     checkpoints: dict[str, Checkpoint] = field(init=False)
     datasets: dict[str, Dataset] = field(init=False)
     videos: dict[str, VideoDataset] = field(init=False)
+    discovery: dict[str, DiscoveryDataset] = field(init=False)
 
     def __post_init__(self) -> None:
         check_config_names(self.config)
@@ -88,8 +91,10 @@ class Experiment:
                                       f"a demo checkpoint {key} (one of {', '.join(known)})")
         self.datasets = dataset_table(self.config)
         self.videos = video_table(self.config)
-        if not self.datasets and not self.videos:
-            raise ConfigError("config.yaml: no data sets: name some under 'datasets:' (images) or 'videos:' (DAVIS)")
+        self.discovery = discovery_table(self.config)
+        if not self.datasets and not self.videos and not self.discovery:
+            raise ConfigError("config.yaml: no data sets: name some under 'datasets:' (images), 'videos:' (DAVIS) "
+                              "or 'discovery:' (boxes)")
         for name, video in self.videos.items():
             from evaluate.plumbing.paths import DEMO_VIDEO
 
@@ -99,6 +104,12 @@ class Experiment:
             if video.demo is None and not Path(video.root).is_dir():
                 raise ConfigError(f"config.yaml: videos.{name}.root: {video.root} is not a folder (a DAVIS-layout "
                                   "data set: JPEGImages/ and Annotations/)")
+        for name, box_set in self.discovery.items():
+            from evaluate.plumbing.paths import DEMO_DISCOVERY
+
+            if box_set.demo is not None and (box_set.kind, box_set.root) != ("voc", DEMO_DISCOVERY.format(dataset=name)):
+                raise ConfigError(f"config.yaml: discovery.{name}: a demo set is drawn as a VOC folder at "
+                                  f"{DEMO_DISCOVERY.format(dataset=name)}, so its kind must be voc and its root that")
         if self.videos:
             self.propagation  # noqa: B018 - the video settings checked before any job
         features = self.config.get("features", {})
@@ -185,6 +196,13 @@ class Experiment:
         except KeyError as exc:  # a setting missing: the config was not validated with the schema's defaults
             raise ConfigError(f"config.yaml: video: no setting {exc} (validate the config with the schema)") from None
 
+    @property
+    def box_decoders(self) -> list[str]:
+        """The registry's box decoders (read keys-native, give boxes): each scores every discovery data set."""
+        from decoders import decoders_that
+
+        return decoders_that(reads="keys-native", gives="boxes")
+
     def by_role(self, role: str) -> list[str]:
         return [name for name, d in self.datasets.items() if role in d.roles]
 
@@ -212,7 +230,7 @@ class Experiment:
     def run_time(self, dataset: str) -> RunTime:
         """What the jobs of `dataset` read of the config when they run: a rule passes it through `params:`, and it
         never re-runs a job (`RunTime`, docs/design.md §8)."""
-        entry = self.datasets[dataset] if dataset in self.datasets else self.videos[dataset]
+        entry = self.datasets.get(dataset) or self.videos.get(dataset) or self.discovery[dataset]
         features = self.config["features"]
         return RunTime(config_hash=self.config_hash, checkpoints=tuple(self.checkpoints), keep=bool(features["keep"]),
                        workers=int(features["workers"]), roles=entry.roles, sealed=entry.sealed, budget=entry.budget)

@@ -35,3 +35,13 @@ def demo_video(smk: Any) -> None:
     from evaluate.demo.videos import make_demo_videos
 
     make_demo_videos(out, n_sequences=n_sequences, n_frames=n_frames, seed=seed)
+
+
+def demo_discovery(smk: Any) -> None:
+    """The demo's VOC-layout object-discovery set (evaluate.demo.discovery)."""
+    out = Path(smk.output[0])
+    n_images, seed = (int(smk.params.demo[k]) for k in ("n_images", "seed"))
+
+    from evaluate.demo.discovery import make_demo_voc
+
+    make_demo_voc(out, n_images=n_images, seed=seed)

@@ -33,6 +33,7 @@ from evaluate.plumbing.atomic import write_text
 DISPLAY_NAMES = {
     "jaccard": ("Jaccard", "Jaccard"),
     "corloc": ("CorLoc", "CorLoc"),
+    "corloc_box": ("CorLoc (box)", "CorLoc (box)"),
     "ap": ("AP", "AP"),
     "ap50": ("AP50", "AP$_{50}$"),
     "ar10": ("AR@10", "AR@10"),
@@ -97,6 +98,7 @@ class Table:
     columns: list[Column]
     rows: list[list[Cell]] = field(default_factory=list)
     best_by: str = "column"
+    apart: int = 0  # the last `apart` rows are set apart (published numbers, not measured): never bold
 
 
 def text_column(key: str, plain: str | None = None) -> Column:
@@ -127,10 +129,11 @@ def bold_cells(table: Table) -> set[tuple[int, int]]:
     """(row, column) of every bold cell: see the module docstring (exact ties all bold; two values needed)."""
     bold: set[tuple[int, int]] = set()
     best_cols = [c for c, col in enumerate(table.columns) if col.best]
+    measured = len(table.rows) - table.apart
     if table.best_by == "column":
-        groups = [[(r, c) for r in range(len(table.rows))] for c in best_cols]
+        groups = [[(r, c) for r in range(measured)] for c in best_cols]
     elif table.best_by == "row":
-        groups = [[(r, c) for c in best_cols] for r in range(len(table.rows))]
+        groups = [[(r, c) for c in best_cols] for r in range(measured)]
     else:
         raise ValueError(f"best_by must be 'column' or 'row', got {table.best_by!r}")
     for group in groups:

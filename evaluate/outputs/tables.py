@@ -52,7 +52,7 @@ from evaluate.outputs.table_model import (
 from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 from evaluate.scores.measures import PERCENT, measure_scale, stats_array
 
-MEASURE_ORDER = ("jaccard", "corloc", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy", "attention_spread",
+MEASURE_ORDER = ("jaccard", "corloc", "corloc_box", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy", "attention_spread",
                  "attention_entropy", "jf_mean", "j_mean", "f_mean", "j_recall", "f_recall", "j_decay", "f_decay")
 TAU_DIGITS = 2  # decimals of Kendall's tau
 
@@ -127,8 +127,39 @@ def checkpoint_tables(records: Sequence[dict]) -> list[Table]:
         table = Table(f"checkpoints_{dataset}", _score_caption("Every checkpoint", recs, dataset),
                       [text_column(k) for k in ids] + [measure_column(c) for c in cols])
         table.rows = checkpoint_rows(recs, index, dataset, cols, ids)
+        add_published_rows(table, recs, cols, ids)
         tables.append(table)
     return tables
+
+
+def add_published_rows(table: Table, recs: Sequence[dict], cols: Sequence[str], ids: Sequence[str]) -> None:
+    """Append the published rows (evaluate/outputs/published.yaml) for the records' architectures on the data set's
+    benchmark (a discovery record's `benchmark`), set apart at the end (`Table.apart`: never bold), the sources
+    in the caption. A row fills the column of its measure whose kind is its method's name in lower case (the box
+    decoder that reproduces it), or the bare measure's column."""
+    from evaluate.outputs.published import published_rows
+
+    benchmark = next((r.get("benchmark") for r in recs if r.get("benchmark")), None)
+    if benchmark is None:
+        return
+    sources: list[str] = []
+    for architecture in sorted({r.get("architecture") for r in recs if r.get("architecture")}):
+        by_method: dict[str, dict[str, float]] = {}
+        for row in published_rows(architecture, benchmark):
+            for col in cols:
+                kind, _, base = col.rpartition(":")
+                if base == row.measure and kind in ("", row.method.lower().replace(" ", "")):
+                    by_method.setdefault(row.method, {})[col] = row.value
+                    if row.source not in sources:
+                        sources.append(row.source)
+        for method, values in by_method.items():
+            identity = {"run": f"{method} (published)", "epoch": None, "architecture": architecture,
+                        "network": "released", "checkpoint": "published"}
+            table.rows.append([text(identity[k]) for k in ids] + [Cell(values.get(c)) for c in cols])
+            table.apart += 1
+    if sources:
+        table.caption += f" Rows marked (published) are the authors' numbers on {benchmark}, not measured here: " \
+                         f"{'; '.join(sources)}."
 
 
 def run_tables(records: Sequence[dict]) -> list[Table]:

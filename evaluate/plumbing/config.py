@@ -78,6 +78,31 @@ class VideoDataset:
     roles = ("eval",)
 
 
+@dataclass
+class DiscoveryDataset:
+    """An object-discovery data set (config `discovery.<name>`, docs/design.md §12): kind `voc` (root, split) or
+    `coco-boxes` (images, annotations, image_list); `benchmark` (voc07, voc12, coco20k) or None; its role is
+    `eval`; `budget` None: unlimited; `demo`: the demo's VOC-layout drawing, or None. `spec()`: what the jobs read."""
+
+    name: str
+    kind: str
+    root: str | None
+    split: str
+    images: str | None
+    annotations: str | None
+    image_list: str | None
+    benchmark: str | None
+    sealed: bool
+    budget: int | None
+    demo: dict | None
+
+    roles = ("eval",)
+
+    def spec(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "root": self.root, "split": self.split, "images": self.images,
+                "annotations": self.annotations, "image_list": self.image_list, "benchmark": self.benchmark}
+
+
 @dataclass(frozen=True)
 class RunTime:
     """What a job reads of the config when it runs, never a reason to re-run it (docs/design.md §8).
@@ -214,4 +239,28 @@ def video_table(config: dict[str, Any]) -> dict[str, VideoDataset]:
             budget=budget,
             demo=entry.get("demo"),
         )
+    return table
+
+
+DISCOVERY_FIELDS = {"voc": ("root",), "coco-boxes": ("images", "annotations")}
+
+
+def discovery_table(config: dict[str, Any]) -> dict[str, DiscoveryDataset]:
+    """All object-discovery data sets, by name; a name shared with an image or video data set is an error (one
+    ledger counts openings by data-set name), and so is a kind's missing field."""
+    table = {}
+    for name, entry in config.get("discovery", {}).items():
+        check_name(name, "discovery:")
+        if name in config["datasets"] or name in config.get("videos", {}):
+            raise ConfigError(f"config.yaml: discovery.{name}: the name is also a data set's under 'datasets:' or "
+                              "'videos:'; data sets share one ledger, so give it another name")
+        kind = entry["kind"]
+        missing = [key for key in DISCOVERY_FIELDS[kind] if not entry.get(key)]
+        if missing:
+            raise ConfigError(f"config.yaml: discovery.{name}: kind {kind} needs {', '.join(missing)}")
+        sealed, budget = _seal(entry, f"discovery.{name}")
+        table[name] = DiscoveryDataset(
+            name=name, kind=kind, root=entry.get("root"), split=str(entry["split"]), images=entry.get("images"),
+            annotations=entry.get("annotations"), image_list=entry.get("image_list"),
+            benchmark=entry.get("benchmark"), sealed=sealed, budget=budget, demo=entry.get("demo"))
     return table

@@ -21,6 +21,13 @@ TOKENS224 = f"{SHARD}/tokens224.npy"
 IMAGE_IDS = f"{SHARD}/image_ids.json"
 FEATURES_META = f"{SHARD}/meta.json"
 
+# object discovery (docs/design.md §12): its manifest, keys-native shards, each shard's boxes
+DISCOVERY_MANIFEST = f"{RESULTS}/datasets/{{dataset}}/boxes.json"
+NATIVE_KEYS = f"{SHARD}/keys-native.npy"
+NATIVE_INDEX = f"{SHARD}/native.json"
+DISCOVERY_BOXES = f"{RESULTS}/discovery/{{checkpoint}}/{{dataset}}/{{shard}}.json"
+DEMO_DISCOVERY = f"{RESULTS}/demo/discovery/{{dataset}}"
+
 # stage 3: the decoder
 DECODER = f"{RESULTS}/decoder"
 SWEEP_SHARD = f"{DECODER}/sweep/{{dataset}}/{{shard}}.npz"
@@ -56,6 +63,7 @@ SWEEP_RECORD = RECORD.replace("{kind}", "sweep")
 DECODER_RECORD = RECORD.replace("{kind}", "decoder")
 PROBE_RECORD = RECORD.replace("{kind}", "probe")
 VIDEO_RECORD = RECORD.replace("{kind}", "video")
+DISCOVERY_RECORD = RECORD.replace("{kind}", "{decoder}")  # kind = the box decoder's name (docs/design.md §12)
 ATTENTION_RECORD = RECORD.replace("{kind}", "attention")
 OPENINGS = f"{LEDGER}/openings.csv"
 # a copy of each scoring's record under the key of what decided it, so a re-run on the same inputs opens no labels;

@@ -22,6 +22,9 @@ REFERENCE = EXP.reference_checkpoint
 DEMO_DATASETS = [n for n, d in DATASETS.items() if d.demo]
 DEMO_CHECKPOINTS = [n for n, c in CHECKPOINTS.items() if c.demo]
 VIDEOS = EXP.videos
+DISCOVERY = EXP.discovery
+DEMO_DISCOVERY = [n for n, d in DISCOVERY.items() if d.demo]
+BOX_DECODERS = EXP.box_decoders
 DEMO_VIDEOS = [n for n, v in VIDEOS.items() if v.demo]
 # the propagation's settings (config `video:` but its `threads`, which change no number)
 PROPAGATION = EXP.propagation.as_dict() if VIDEOS else None
@@ -51,6 +54,11 @@ JOBS = {
     "video_sequences": "evaluate.jobs.video:video_sequences",
     "propagate": "evaluate.jobs.video:propagate",
     "score_video": "evaluate.jobs.video:score_video",
+    "discovery_manifest": "evaluate.jobs.discovery:discovery_manifest",
+    "extract_native": "evaluate.jobs.discovery:extract_native",
+    "discover_boxes": "evaluate.jobs.discovery:discover_boxes",
+    "score_discovery": "evaluate.jobs.discovery:score_discovery",
+    "demo_discovery": "evaluate.jobs.demo:demo_discovery",
     "attention_shard": "evaluate.jobs.attention:attention_shard",
     "attention_record": "evaluate.jobs.attention:attention_record",
     "attention_rows": "evaluate.jobs.attention:attention_rows",
@@ -64,7 +72,7 @@ def _alternatives(names):
 
 wildcard_constraints:
     checkpoint=_alternatives(CHECKPOINTS),
-    dataset=_alternatives([*DATASETS, *VIDEOS]),
+    dataset=_alternatives([*DATASETS, *VIDEOS, *DISCOVERY]),
     shard=r"\d{3}",
     sequence=r"[^/]+",
 
@@ -246,6 +254,36 @@ def score_video_inputs(wildcards):
     }
 
 
+def discovery_of(wildcards):
+    """Where a box data set lives and what it is (its seal and budget come in `run_time`)."""
+    return DISCOVERY[wildcards.dataset].spec()
+
+
+def discovery_source(wildcards):
+    """What a box data set's listing waits for: the demo's drawing, or nothing (a folder already there)."""
+    d = DISCOVERY[wildcards.dataset]
+    return [paths.DEMO_DISCOVERY.format(dataset=d.name)] if d.demo else []
+
+
+def discovery_shard_names(dataset):
+    """The shards of a box data set, read from its manifest (a Snakemake checkpoint)."""
+    manifest = checkpoints.discovery_manifest.get(dataset=dataset).output.manifest
+    with open(manifest) as handle:
+        n = len(json.load(handle)["shards"])
+    return [f"{i:03d}" for i in range(n)]
+
+
+def score_discovery_inputs(wildcards):
+    c, d = wildcards.checkpoint, wildcards.dataset
+    shards = discovery_shard_names(d)
+    return {
+        "manifest": paths.DISCOVERY_MANIFEST.format(dataset=d),
+        "boxes": [paths.DISCOVERY_BOXES.format(checkpoint=c, dataset=d, shard=s) for s in shards],
+        "meta": paths.FEATURES_META.format(checkpoint=c, dataset=d, shard=shards[0]),
+        "checkpoint": CHECKPOINTS[c].path,
+    }
+
+
 def all_records():
     records = []
     if SELECT_DATASET:
@@ -256,6 +294,12 @@ def all_records():
             paths.PROBE_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in PROBE_EVAL_DATASETS
         ]
     records += [paths.VIDEO_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in VIDEOS]
+    records += [
+        paths.DISCOVERY_RECORD.format(decoder=k, checkpoint=c, dataset=d)
+        for k in BOX_DECODERS
+        for c in CHECKPOINTS
+        for d in DISCOVERY
+    ]
     if config["attention"]:
         records += [paths.ATTENTION_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in EVAL_DATASETS]
     return records

@@ -53,3 +53,21 @@ rule demo_video:
         code=CODE["demo_video"],
     script:
         "../scripts/run_job.py"
+
+
+rule demo_discovery:
+    """The demo's object-discovery set: the demo scenes as a VOC year folder (evaluate.demo.discovery)."""
+    output:
+        directory(paths.DEMO_DISCOVERY),
+    log:
+        "logs/demo_discovery/{dataset}.log",
+    benchmark:
+        "benchmarks/demo_discovery/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=_alternatives(DEMO_DISCOVERY),
+    params:
+        demo=lambda wildcards: DISCOVERY[wildcards.dataset].demo,
+        job=JOBS["demo_discovery"],
+        code=CODE["demo_discovery"],
+    script:
+        "../scripts/run_job.py"

@@ -1,0 +1,69 @@
+"""The published numbers (evaluate/outputs/published.yaml, their one home) and the table rows they give.
+
+The file: `sources` (key -> {text}), `benchmarks` (name -> {images, text}) and `rows`, each {method, architecture,
+measure, source, values: {benchmark: percent}}. A new method, measure or benchmark is a new entry, never code:
+`published_rows(architecture, benchmark)` returns what matches, and `PUBLISHED.benchmark_size(name)` the size a
+data set declaring that benchmark is checked against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from evaluate import EvaluationError
+
+FILE = Path(__file__).with_name("published.yaml")
+
+
+class PublishedError(EvaluationError):
+    """published.yaml is malformed; the message names the file and the entry."""
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One published number: `method` (e.g. TokenCut), `architecture`, `benchmark`, `measure`, `value` (percent),
+    `source` (its citation text)."""
+
+    method: str
+    architecture: str
+    benchmark: str
+    measure: str
+    value: float
+    source: str
+
+
+@lru_cache(maxsize=None)
+def load_published(path: str = str(FILE)) -> tuple[tuple[PublishedRow, ...], dict]:
+    """(every row, benchmarks table) of the file; PublishedError names a malformed entry."""
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    try:
+        sources = {key: str(entry["text"]) for key, entry in data["sources"].items()}
+        benchmarks = {key: dict(entry) for key, entry in data["benchmarks"].items()}
+        rows = []
+        for index, entry in enumerate(data["rows"]):
+            if entry["source"] not in sources:
+                raise PublishedError(f"{path}: rows[{index}] cites unknown source {entry['source']!r}")
+            for benchmark, value in entry["values"].items():
+                if benchmark not in benchmarks:
+                    raise PublishedError(f"{path}: rows[{index}] names unknown benchmark {benchmark!r}")
+                rows.append(PublishedRow(str(entry["method"]), str(entry["architecture"]), str(benchmark),
+                                         str(entry["measure"]), float(value), sources[entry["source"]]))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise PublishedError(f"{path}: malformed ({exc!r}); see its header for the layout") from None
+    return tuple(rows), benchmarks
+
+
+def published_rows(architecture: str | None, benchmark: str | None) -> list[PublishedRow]:
+    """The published rows for one architecture on one benchmark, in the file's order."""
+    rows, _ = load_published()
+    return [r for r in rows if r.architecture == architecture and r.benchmark == benchmark]
+
+
+def benchmark_size(benchmark: str) -> int:
+    """The image count of a published benchmark (voc07 5,011; voc12 11,540; coco20k 19,817)."""
+    _, benchmarks = load_published()
+    return int(benchmarks[benchmark]["images"])
