@@ -3,7 +3,8 @@
 Per image (RGB as stored, W x H):
 1. resized with PIL LANCZOS to (round(W / p) * p, round(H / p) * p) (Python's `round`: halves to even);
 2. / 255, ImageNet mean and std (`evaluate.readings.images.normalise`);
-3. the last block's keys of the patch rows of the network in its `released` form (the caller loads it so):
+3. the last block's keys of the patch rows of the network in its `released` form (the caller loads it so), by the
+   keys-native reading's `native_keys` (its zero padding is empty: the input is a patch multiple):
    (gh * gw, D) float32, gh = round(H / p), gw = round(W / p);
 4. the `tokencut` decoder's seed component (`decoders.tokencut.component`, tau 0.2, eps 1e-5): bool (gh, gw);
 5. the component resized to H x W with torch's `interpolate(mode="nearest")` (source index floor(i * in / out),
@@ -23,6 +24,7 @@ from PIL import Image
 
 from decoders.tokencut import component
 from evaluate.readings.images import normalise
+from evaluate.readings.native import native_keys
 from evaluate.saliency import SaliencyError
 from evaluate.saliency.bilateral import BilateralSettings, bilateral_refine
 from evaluate.saliency.data import SaliencyPair, read_image
@@ -47,12 +49,8 @@ def network_input(img: Image.Image, patch: int) -> torch.Tensor:
 
 def patch_keys(model: torch.nn.Module, img: Image.Image) -> tuple[np.ndarray, tuple[int, int]]:
     """(keys (gh * gw, D) float32, (gh, gw)): the last block's patch keys of the resized image."""
-    patch = int(model.geometry.patch)
-    x = network_input(img, patch)
     with torch.inference_mode():
-        keys = model.last_keys(x.unsqueeze(0))[0]
-    grid = (x.shape[1] // patch, x.shape[2] // patch)
-    return keys.to(torch.float32).numpy(), grid
+        return native_keys(model, network_input(img, int(model.geometry.patch)))
 
 
 def mask_at_image_size(grid_mask: np.ndarray, height: int, width: int) -> np.ndarray:
