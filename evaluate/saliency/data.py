@@ -6,7 +6,8 @@
 The pairs are sorted by file name (TokenCut's `sorted(os.listdir(...))`). The three published sets work as they are
 downloaded, given the set's root folder (`SET_LAYOUTS`): ECSSD `images/` + `ground_truth_mask/`, DUTS-TE
 `DUTS-TE-Image/` + `DUTS-TE-Mask/`, DUT-OMRON `DUT-OMRON-image/` + `pixelwiseGT-new-PNG/`, or `img/` + `gt/` as
-TokenCut's download scripts rename them; or any two folders named explicitly. Files whose names start with a dot, and files of other suffixes, are not part of a set.
+TokenCut's download scripts rename them; or any two folders named explicitly. Files whose names start with a dot,
+and files of other suffixes, are not part of a set.
 
 Listing a set opens no file: `open_saliency_set` checks the pairing from folder listings alone (an image without a
 mask, a mask without an image, two images of one name: one line naming the file). Files are decoded where a job
