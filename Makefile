@@ -34,6 +34,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[test,slurm,docs]'
+	$(PY) -m pip install --quiet --no-deps pysodmetrics==1.6.2  # its numpy pin cannot be met: see pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed

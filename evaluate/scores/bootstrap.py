@@ -5,7 +5,8 @@ that order) takes the images `rng.integers(0, n, size=n)`. Every reducer is a fu
 resample's value is computed from `counts @ stats` (counts: how often each image was drawn), in chunks of
 resamples. The interval is `numpy.percentile` (linear interpolation) of the resample values at (1 - level) / 2 and
 (1 + level) / 2; resamples whose value is undefined (a zero denominator) are left out of the percentiles. Reducers
-are unit-free: "mean" of the given scalars, "ratio" sum(num) / sum(den), "miou" the mean IoU in [0, 1]; callers
+are unit-free: "mean" of the given scalars, "ratio" sum(num) / sum(den), "miou" the mean IoU in [0, 1], "max-mean"
+the largest column mean of per-image curves (a maximum F over thresholds, one threshold for the whole set); callers
 scale to percent (percentiles commute with a positive scale).
 """
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from evaluate.scores import ScoreError
 
-REDUCERS = ("mean", "ratio", "miou", "miou-counts")
+REDUCERS = ("mean", "ratio", "miou", "miou-counts", "max-mean")
 _CHUNK_VALUES = 4_000_000  # resample-by-image count entries held at once (memory bound of the vectorised bootstrap)
 
 
@@ -63,6 +64,10 @@ def _sufficient(stats: Any, reducer: str) -> tuple[np.ndarray, Callable[[np.ndar
         if arr.ndim != 1:
             raise ScoreError(f"bootstrap (mean): per-image values must be (n,), got {arr.shape}")
         return arr.astype(np.float64).reshape(n, 1), lambda s: s[:, 0] / n
+    if reducer == "max-mean":
+        if arr.ndim != 2:
+            raise ScoreError(f"bootstrap (max-mean): per-image curves must be (n, T), got {arr.shape}")
+        return arr.astype(np.float64), lambda s: (s / n).max(axis=1)
     if reducer == "ratio":
         if arr.shape != (n, 2):
             raise ScoreError(f"bootstrap (ratio): per-image [numerator, denominator] must be (n, 2), got {arr.shape}")
@@ -118,7 +123,8 @@ def bootstrap_ci(
     value sum(num) / sum(den); "miou": (n, C, C) per-image confusion matrices (rows true, columns predicted),
     value = mean over classes with nonzero pooled union of I / (T + P - I), in [0, 1]; "miou-counts": the same
     from (n, 3, C) [intersection, true, predicted] counts (see `miou_counts_from_confusion`; what sparse
-    per-image confusions reduce to). Resampling: see the module docstring.
+    per-image confusions reduce to); "max-mean": (n, T) per-image curves, value = the largest over columns of the
+    mean over images. Resampling: see the module docstring.
     """
     _check_args(resamples, level)
     mat, fin = _sufficient(stats, reducer)
