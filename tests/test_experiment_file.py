@@ -22,9 +22,11 @@ import pytest
 import yaml
 from workspace import SNAKEMAKE, Workspace, checkpoint_entry, planned_jobs, tiny_config
 
+pytestmark = pytest.mark.slow  # each test starts Snakemake on the workflow (a dry run: about 8 s on 2 cores)
 
-def experiment_files(ws: Workspace) -> dict:
-    """Writes work/user.yaml (the given file) and work/config.yaml (what must not leak in); returns the user's."""
+
+def experiment_files(ws: Workspace) -> None:
+    """Writes work/user.yaml (the given file) and work/config.yaml (what must not leak in)."""
     user = tiny_config({"a": checkpoint_entry("a", "dino-backbone", 0, 100)})
     user["datasets"]["sel"]["demo"] = {"n_images": 3, "seed": 1}  # first_image_id: the schema's default, 1
     shipped = copy.deepcopy(user)
@@ -32,7 +34,6 @@ def experiment_files(ws: Workspace) -> dict:
     shipped["checkpoints"]["leaked"] = checkpoint_entry("leaked", "dino-backbone", 5, 1)
     (ws.work / "user.yaml").write_text(yaml.safe_dump(user, sort_keys=False))
     ws.write_config(shipped)
-    return user
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,6 @@ def test_without_a_given_file_config_yaml_is_the_experiment(ws):
     assert "checkpoint=leaked" in proc.stdout + proc.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("snakemake_executor_plugin_cluster_generic") is None,
                     reason="snakemake-executor-plugin-cluster-generic absent (pip install '.[test]')")
 def test_a_submitted_job_reads_the_given_file_whole(ws):

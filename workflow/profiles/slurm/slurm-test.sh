@@ -276,9 +276,9 @@ say "local run in $SCRATCH/repo (--cores $CORES, timeout ${LOCAL_TIMEOUT} s; log
 t0=$SECONDS
 run_snakemake "$SCRATCH/local-run.log" "$LOCAL_TIMEOUT" --profile workflow/profiles/local --cores "$CORES" \
   --configfile "$EXPERIMENT" || die "the workflow failed locally (status $?)"
-check_experiment "$SCRATCH/repo" "$EXPERIMENT" || die "the local run did not read the experiment file alone"
 local_s=$((SECONDS - t0))
 say "local run finished in ${local_s} s"
+check_experiment "$SCRATCH/repo" "$EXPERIMENT" || die "the local run did not read the experiment file alone"
 mv "$SCRATCH/repo" "$SCRATCH/local"
 
 # 6. Byte-for-byte comparison: every table, and scores.csv without the columns that time each job.
