@@ -7,9 +7,10 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 CORES ?= 2
 PROFILE ?= workflow/profiles/local
 SNAKEMAKE_ARGS ?=
-# CONFIG=my.yaml runs the workflow on that file alone: it replaces config.yaml, never merges with the demo's entries
+# CONFIG=my.yaml runs the workflow on that file alone, on every profile: the Snakefile reads config.yaml only when
+# no --configfile is given, so nothing of the demo's entries is merged in, by this process or by a job it submits
 CONFIG ?=
-CONFIG_ARGS := $(if $(CONFIG),--configfile $(CONFIG) --replace-workflow-config)
+CONFIG_ARGS := $(if $(CONFIG),--configfile $(CONFIG))
 SMK = $(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) $(CONFIG_ARGS)
 
 .PHONY: setup run dry-run features tables unlock report verify test check lint docs bench slurm-test clean help

@@ -5,7 +5,12 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# The experiment: the config files given with --configfile (`make run CONFIG=my.yaml`), whole; config.yaml only
+# when none is given. Never both: every job an executor plugin submits (SLURM) is handed the same --configfile, so
+# it reads the same experiment as the main process and nothing of config.yaml is merged back in.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
 
 
 report: "workflow/report/workflow.rst"

@@ -139,6 +139,10 @@ def test_a_config_of_the_user_s_own_plans_no_demo_job(grown):
     assert "train_probe" not in jobs  # no probe-train data set in the user's config
 
 
-def test_make_run_with_config_replaces_the_demo_config():
-    out = subprocess.run(["make", "-n", "run", "CONFIG=my.yaml"], cwd=REPO, capture_output=True, text=True).stdout
-    assert "--configfile my.yaml --replace-workflow-config" in out
+@pytest.mark.parametrize("profile", ["workflow/profiles/local", "workflow/profiles/slurm"])
+def test_make_run_with_config_names_the_file_alone_on_every_profile(profile):
+    """The file travels as Snakemake's --configfile, which it also hands to every job it submits; the Snakefile
+    then skips config.yaml (tests/test_experiment_file.py runs that through a job-submitting executor)."""
+    out = subprocess.run(["make", "-n", "run", "CONFIG=my.yaml", f"PROFILE={profile}"], cwd=REPO,
+                         check=True, capture_output=True, text=True).stdout
+    assert f"--profile {profile} --cores 2 --configfile my.yaml" in out, out

@@ -8,9 +8,11 @@ whose loss would make that run hang or fail: the `squeue` status command (withou
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -201,3 +203,54 @@ def test_slurm_test_runs_under_a_kill_timeout_with_the_profile():
 def test_shellcheck(script):
     result = subprocess.run(["shellcheck", "-S", "warning", str(SLURM / script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def slurm_test_function(name: str) -> str:
+    """The text of one bash function of slurm-test.sh, from `name() {` to its closing `}`."""
+    text = (SLURM / "slurm-test.sh").read_text()
+    match = re.search(rf"^{name}\(\) {{.*?^}}$", text, flags=re.S | re.M)
+    assert match, name
+    return match.group(0)
+
+
+def test_slurm_test_names_its_experiment_with_a_config_file_on_both_runs():
+    """Both runs, and the dry run after the SLURM one, get the experiment file; each run is checked against it."""
+    text = (SLURM / "slurm-test.sh").read_text()
+    assert len(re.findall(r'--configfile "\$EXPERIMENT"', text)) == 3
+    assert len(re.findall(r'^check_experiment "\$SCRATCH/repo" "\$EXPERIMENT"', text, flags=re.M)) == 2
+
+
+def test_slurm_test_s_experiment_file_is_valid_renames_every_data_set_and_is_checked(tmp_path):
+    """The file slurm-test.sh writes from config.yaml: valid, every data set renamed (so a job that merged
+    config.yaml back in would see the demo's names), and its check_experiment refuses outputs of other names."""
+    import sys
+
+    from evaluate.experiment import Experiment, load_config
+
+    functions = slurm_test_function("write_test_config") + "\n" + slurm_test_function("check_experiment")
+    experiment = tmp_path / "experiment.yaml"
+    env = {"VENV": str(Path(sys.executable).parent.parent), "CHECKPOINTS": "dino-demo"}
+
+    def bash(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", f"set -euo pipefail\n{functions}\n{command}"], capture_output=True,
+                              text=True, env={**os.environ, **env}, check=False)
+
+    done = bash(f'write_test_config "{REPO / "config.yaml"}" "{experiment}"')
+    assert done.returncode == 0, done.stderr
+    shipped, config = yaml.safe_load((REPO / "config.yaml").read_text()), yaml.safe_load(experiment.read_text())
+    Experiment(load_config(config))  # the schema and the experiment's own checks accept it
+    assert list(config["checkpoints"]) == ["dino-demo"] and config["videos"] == {} and config["attention"] is False
+    assert list(config["datasets"]) == [f"slurm-{name}" for name in shipped["datasets"]]
+    for name, entry in config["datasets"].items():
+        assert f"/{name}/" in entry["images"] and f"/{name}/" in entry["annotations"]
+    # a finished run of that file passes its check; one that drew a data set of config.yaml's does not
+    run = tmp_path / "run"
+    for name in config["datasets"]:
+        (run / "results" / "demo" / "datasets" / name).mkdir(parents=True)
+    (run / "results" / "ledger").mkdir(parents=True)
+    (run / "results" / "ledger" / "scores.csv").write_text(
+        "checkpoint,dataset,role\ndino-demo,slurm-demo-val,eval\ndino-demo,slurm-demo-select,select\n")
+    assert bash(f'check_experiment "{run}" "{experiment}"').returncode == 0
+    (run / "results" / "demo" / "datasets" / "demo-val").mkdir()
+    refused = bash(f'check_experiment "{run}" "{experiment}"')
+    assert refused.returncode == 1 and "data sets drawn" in refused.stderr, refused.stderr

@@ -1,8 +1,11 @@
-"""The report page: built from tables and figures alone, byte-identical on a rebuild, and checked in a real
-headless Chromium (every table and figure present, every image decoded, no broken link, a screenshot)."""
+"""The report page: built from tables and figures alone, byte-identical on a rebuild, grouped by data set then
+reading under a contents tree (order pinned on hand-named files, a new reading slotting in), and checked in a real
+headless Chromium (every table and figure present once, every image decoded, no broken link, a screenshot)."""
 
 from __future__ import annotations
 
+from collections import Counter
+from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -13,7 +16,7 @@ from PIL import Image
 from browser import chromium, open_page
 from evaluate.outputs.figures import ledger_figures
 from evaluate.ledger.records import record_path, write_record
-from evaluate.outputs.report import ReportError, build_report
+from evaluate.outputs.report import ReportError, build_report, group_outputs
 from evaluate.outputs.tables import build_tables
 
 from sources import REPO
@@ -77,6 +80,10 @@ def check_in_browser(report: Path, screenshot: Path) -> dict:
     assert all(rows >= 2 for rows in tables.values()), tables  # a header and at least one row each
     shown = sorted(Path(unquote(urlsplit(i["src"]).path)).name for i in facts["images"])
     assert shown == figures and figures
+    linked = Counter(Path(unquote(urlsplit(href).path)).name for href in facts["links"] if "#" not in href)
+    files = [p.name for p in (*(results / "tables").iterdir(), *(results / "figures").iterdir())
+             if p.suffix in (".csv", ".md", ".tex", ".png", ".pdf")]
+    assert linked == Counter(files), "every table's CSV, Markdown, LaTeX and every figure's PNG, PDF: one link each"
     broken = [i["src"] for i in facts["images"] if not i["ok"]]
     assert not broken, f"images the browser could not decode: {broken}"
     for href in facts["links"]:
@@ -123,3 +130,94 @@ def test_the_checkouts_report_in_headless_chromium():
     if not report.is_file():
         pytest.skip(f"{report} absent: `make run` writes it")
     check_in_browser(report, REPO / "results" / "report-screenshot.png")
+
+
+# ---------------------------------------------------------------------------------------- grouping and order
+
+# Hand-named outputs of three data sets, one name holding '_' and one a prefix-free neighbour of another; the
+# `discovery` and `saliency` readings are unknown to the report, so they must slot in after the known ones.
+TABLES = ["checkpoints_val", "checkpoints_demo-val", "checkpoints_my_set", "run-r_val", "run-r_my_set",
+          "compare-a_demo-val", "agreement_val", "discovery-corloc_val", "sweep"]
+FIGURES = ["val_jaccard", "val_ap", "my_set_probe_miou", "gallery_demo-val_ck", "attention-heatmap_val_a",
+           "agreement_val_jaccard_probe_miou", "saliency_my_set_a", "sweep_heatmap"]
+EXPECTED = [  # (section, [(reading, tables, figures)]) in page order, worked out by hand from the rules
+    ("demo-val", [("checkpoints", ["checkpoints_demo-val"], []), ("compare", ["compare-a_demo-val"], []),
+                  ("gallery", [], ["gallery_demo-val_ck"])]),
+    ("my_set", [("checkpoints", ["checkpoints_my_set"], ["my_set_probe_miou"]), ("run", ["run-r_my_set"], []),
+                ("saliency", [], ["saliency_my_set_a"])]),
+    ("val", [("checkpoints", ["checkpoints_val"], ["val_ap", "val_jaccard"]), ("run", ["run-r_val"], []),
+             ("agreement", ["agreement_val"], ["agreement_val_jaccard_probe_miou"]),
+             ("attention", [], ["attention-heatmap_val_a"]), ("discovery", ["discovery-corloc_val"], [])]),
+    (None, [("sweep", ["sweep"], ["sweep_heatmap"])]),
+]
+
+
+def test_outputs_are_grouped_by_data_set_then_reading_from_their_names_alone():
+    sections = group_outputs(TABLES, FIGURES)
+    got = [(s.dataset, [(r.name, r.tables, r.figures) for r in s.readings]) for s in sections]
+    assert got == EXPECTED
+    assert group_outputs(list(reversed(TABLES)), list(reversed(FIGURES))) == sections  # no order of discovery
+
+
+class PageOutline(HTMLParser):
+    """In document order: ('section', id) where a section opens, ('table', id), ('figure', id); every href and
+    src; every id."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.outline, self.hrefs, self.srcs, self.ids = [], [], [], []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.append(attrs["id"])
+            if tag in ("section", "table", "figure"):
+                self.outline.append((tag, attrs["id"]))
+        if tag == "a":
+            self.hrefs.append(attrs["href"])
+        if tag == "img":
+            self.srcs.append(attrs["src"])
+
+
+def write_hand_named_outputs(results: Path) -> None:
+    """Each TABLES stem as the four files a table has (a one-row fragment), each FIGURES stem as a PNG and a PDF."""
+    for folder in ("tables", "figures"):
+        (results / folder).mkdir(parents=True)
+    for stem in TABLES:
+        (results / "tables" / f"{stem}.html").write_text(
+            f'<table id="tab-{stem}"><thead><tr><th>x</th></tr></thead><tbody><tr><td>1</td></tr></tbody></table>\n')
+        for suffix in (".csv", ".md", ".tex"):
+            (results / "tables" / f"{stem}{suffix}").write_text("x\n1\n")
+    for stem in FIGURES:
+        Image.new("RGB", (8, 6), (200, 40, 40)).save(results / "figures" / f"{stem}.png")
+        (results / "figures" / f"{stem}.pdf").write_bytes(b"%PDF-1.4\n")
+
+
+def test_the_page_follows_the_grouping_under_a_contents_tree_that_resolves(tmp_path):
+    results = tmp_path / "results"
+    write_hand_named_outputs(results)
+    report = build_report(results / "tables", results / "figures", results / "report.html")
+    text = report.read_text()
+    page = PageOutline(text)
+    expected_outline = []
+    for dataset, readings in EXPECTED:
+        anchor = "across" if dataset is None else f"ds:{dataset}"
+        expected_outline.append(("section", anchor))
+        for reading, tables, figures in readings:
+            expected_outline.append(("section", f"{anchor}:{reading}"))
+            expected_outline += [("table", f"tab-{t}") for t in tables] + [("figure", f"fig-{f}") for f in figures]
+    assert page.outline == expected_outline
+    # the contents tree comes before the first section and links every section and reading, in page order
+    contents = [h[1:] for h in page.hrefs if h.startswith("#")]
+    assert contents == [id_ for kind, id_ in expected_outline if kind == "section"]
+    assert text.index('href="#ds:demo-val"') < text.index('id="ds:demo-val"')
+    assert len(page.ids) == len(set(page.ids))  # every anchor names one element
+    # every file of every table and figure linked once (the PNG also shown once)
+    files = sorted(f"tables/{t}{x}" for t in TABLES for x in (".csv", ".md", ".tex")) + sorted(
+        f"figures/{f}{x}" for f in FIGURES for x in (".png", ".pdf"))
+    assert sorted(h for h in page.hrefs if not h.startswith("#")) == sorted(files)
+    assert sorted(page.srcs) == sorted(f"figures/{f}.png" for f in FIGURES)
+    first = text
+    build_report(results / "tables", results / "figures", report)
+    assert report.read_text() == first

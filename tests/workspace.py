@@ -80,7 +80,7 @@ class Workspace:
         env = dict(os.environ, PYTHONPATH=str(self.code))
         proc = subprocess.run(
             [str(SNAKEMAKE), "--snakefile", str(self.code / "Snakefile"), "--directory", str(self.work),
-             "--configfile", str(self.work / configfile), "--replace-workflow-config", "--cores", "2", *args],
+             "--configfile", str(self.work / configfile), "--cores", "2", *args],
             capture_output=True, text=True, env=env, timeout=1800,
         )
         out = proc.stdout + proc.stderr

@@ -21,19 +21,22 @@
 # Both runs import the copy's own `evaluate`/`decoders` (PYTHONPATH), not the editable install's checkout, and run
 # the repository's venv by absolute path (SLURM passes the environment to the jobs: sbatch --export=ALL).
 #
-# Both runs read the demo's config.yaml cut to the checkpoints SLURM_TEST_CHECKPOINTS (default: one ViT-S/16; every
-# checkpoint runs the same rules, so a second one adds SLURM jobs, not SLURM paths; every architecture and file
-# format is tested by `make test`), to one feature shard per data set, and without the video and attention readings
-# (their rules are of the same kinds, a Snakemake checkpoint and per-shard jobs, and `make test` runs each through
-# the workflow), written in place of the snapshot's config.yaml: each SLURM job pays Snakemake's start-up inside it,
-# so two runs of the whole demo take longer than CI allows, and exercise no other SLURM path. (Not `--configfile X
-# --replace-workflow-config`: Snakemake 9.27 passes the config file to the jobs SLURM runs but not the replacement,
-# so each job merges config.yaml back in and plans the demo's other checkpoints.)
+# Both runs are given their experiment the way a user names one, `make run CONFIG=FILE` (Snakemake's --configfile
+# FILE, which the SLURM jobs are handed too), while the snapshot's config.yaml stays the shipped demo: FILE is the
+# demo cut to the checkpoints SLURM_TEST_CHECKPOINTS (default: one ViT-S/16; every checkpoint runs the same rules,
+# so a second one adds SLURM jobs, not SLURM paths; every architecture and file format is tested by `make test`), to
+# one feature shard per data set, without the video and attention readings (their rules are of the same kinds, a
+# Snakemake checkpoint and per-shard jobs, and `make test` runs each through the workflow), and with every data set
+# renamed `slurm-<name>`: each SLURM job pays Snakemake's start-up inside it, so two runs of the whole demo take
+# longer than CI allows, and exercise no other SLURM path. After each run, check_experiment fails unless exactly
+# FILE's data sets were drawn and scored for exactly its checkpoints: a job that merged config.yaml back in (as
+# Snakemake 9.27's jobs did under --replace-workflow-config, which it does not hand them) would see the demo's
+# `demo-*` data sets beside the renamed ones, and its other checkpoints.
 #
 # Environment: VENV (default .venv, relative to the repository), SLURM_TEST_CHECKPOINTS (space-separated demo
-# checkpoint names; "all" keeps config.yaml whole), SLURM_TEST_TIMEOUT (s, the SLURM run, default
-# 2400), LOCAL_TEST_TIMEOUT (s, the local run, default 900), CORES (local run, default 2), SLURM_TEST_KEEP=1 keeps
-# the scratch directory after a success (it is always kept after a failure), SLURM_TEST_KEEP_CLUSTER=1 leaves
+# checkpoint names; "all" keeps every checkpoint, the videos and attention), SLURM_TEST_TIMEOUT (s, the SLURM run,
+# default 2400), LOCAL_TEST_TIMEOUT (s, the local run, default 900), CORES (local run, default 2), SLURM_TEST_KEEP=1
+# keeps the scratch directory after a success (it is always kept after a failure), SLURM_TEST_KEEP_CLUSTER=1 leaves
 # SLURM running.
 set -euo pipefail
 
@@ -121,13 +124,13 @@ copy_repository() { # copy_repository DEST: the checkout without results/, .venv
   [ -f "$dest/Snakefile" ] || die "the copy of $REPO in $dest has no Snakefile"
 }
 
-write_test_config() { # write_test_config REPO_COPY: REPO_COPY/config.yaml cut to $CHECKPOINTS
-  "$VENV/bin/python" - "$1/config.yaml" "$CHECKPOINTS" <<'EOF'
+write_test_config() { # write_test_config CONFIG_YAML FILE: writes FILE, the experiment both runs are given
+  "$VENV/bin/python" - "$1" "$2" "$CHECKPOINTS" <<'EOF'
 import sys
 
 import yaml
 
-source, names = sys.argv[1], sys.argv[2].split()
+source, target, names = sys.argv[1], sys.argv[2], sys.argv[3].split()
 with open(source) as handle:
     config = yaml.safe_load(handle)
 if names != ["all"]:
@@ -143,8 +146,43 @@ if names != ["all"]:
         config["features"]["shard_size"] = max(sizes)
     config["videos"] = {}
     config["attention"] = False
-with open(source, "w") as handle:
+renamed = {}
+for name, entry in config["datasets"].items():
+    new = f"slurm-{name}"
+    for key in ("images", "annotations"):
+        entry[key] = entry[key].replace(f"/{name}/", f"/{new}/")
+    renamed[new] = entry
+config["datasets"] = renamed
+with open(target, "w") as handle:
     yaml.safe_dump(config, handle, sort_keys=False)
+EOF
+}
+
+check_experiment() { # check_experiment RUN_DIR FILE: RUN_DIR drew and scored exactly FILE's data sets and checkpoints
+  "$VENV/bin/python" - "$1" "$2" <<'EOF'
+import csv
+import sys
+from pathlib import Path
+
+import yaml
+
+run, experiment = Path(sys.argv[1]), yaml.safe_load(Path(sys.argv[2]).read_text())
+datasets, checkpoints = set(experiment["datasets"]), set(experiment["checkpoints"])
+evals = {name for name, entry in experiment["datasets"].items() if "eval" in entry["roles"]}
+drawn = {p.name for p in (run / "results/demo/datasets").iterdir() if p.is_dir()}
+with open(run / "results/ledger/scores.csv", newline="") as handle:
+    rows = list(csv.DictReader(handle))
+scored = {row["dataset"] for row in rows}
+problems = []
+if drawn != datasets:
+    problems.append(f"data sets drawn: {sorted(drawn)}; the experiment file names {sorted(datasets)}")
+if scored - datasets or not evals <= scored:
+    problems.append(f"scores.csv scores the data sets {sorted(scored)}; the file's eval sets: {sorted(evals)}")
+if {row["checkpoint"] for row in rows} != checkpoints:
+    problems.append(f"scores.csv scores {sorted({row['checkpoint'] for row in rows})}, not {sorted(checkpoints)}")
+for problem in problems:
+    print(f"slurm-test: {run}: {problem}", file=sys.stderr)
+sys.exit(1 if problems else 0)
 EOF
 }
 
@@ -192,13 +230,15 @@ min_job_age=$(scontrol show config | awk -F= '/^MinJobAge/ {gsub(/[^0-9]/, "", $
 # made to the repository while the test runs cannot make the two runs' code differ.
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/lfse-slurm-test.XXXXXX")
 copy_repository "$SCRATCH/snapshot"
-write_test_config "$SCRATCH/snapshot" || die "could not cut the snapshot's config.yaml"
-say "checkpoints: $CHECKPOINTS"
+EXPERIMENT="$SCRATCH/experiment.yaml"
+write_test_config "$SCRATCH/snapshot/config.yaml" "$EXPERIMENT" || die "could not cut config.yaml into $EXPERIMENT"
+say "checkpoints: $CHECKPOINTS; experiment (CONFIG=) $EXPERIMENT, beside the shipped config.yaml"
 cp -a "$SCRATCH/snapshot" "$SCRATCH/repo"
 say "SLURM run in $SCRATCH/repo (timeout ${SLURM_TIMEOUT} s; log $SCRATCH/slurm-run.log)"
 t0=$SECONDS
 slurm_rc=0
-run_snakemake "$SCRATCH/slurm-run.log" "$SLURM_TIMEOUT" --profile workflow/profiles/slurm || slurm_rc=$?
+run_snakemake "$SCRATCH/slurm-run.log" "$SLURM_TIMEOUT" --profile workflow/profiles/slurm \
+  --configfile "$EXPERIMENT" || slurm_rc=$?
 slurm_s=$((SECONDS - t0))
 say "SLURM run ended in ${slurm_s} s with status $slurm_rc"
 
@@ -213,13 +253,16 @@ say "states: ${states%, }"
 [ "$slurm_rc" -eq 0 ] || die "the workflow failed through SLURM (snakemake status $slurm_rc)"
 n_completed=$(squeue --states=all --jobs="$JOB_IDS" -h -o '%T' | grep -cx COMPLETED || true)
 [ "$n_completed" -eq "$n_jobs" ] || die "only $n_completed of $n_jobs SLURM jobs COMPLETED"
-(cd "$SCRATCH/repo" && PYTHONPATH="$SCRATCH/repo" "$VENV/bin/snakemake" --profile workflow/profiles/slurm -n) \
+(cd "$SCRATCH/repo" && PYTHONPATH="$SCRATCH/repo" "$VENV/bin/snakemake" --profile workflow/profiles/slurm \
+  --configfile "$EXPERIMENT" -n) \
   >"$SCRATCH/slurm-dryrun.log" 2>&1 || die "dry run after the SLURM run failed: see $SCRATCH/slurm-dryrun.log"
 grep -q 'Nothing to be done' "$SCRATCH/slurm-dryrun.log" || {
   tail -n 30 "$SCRATCH/slurm-dryrun.log" >&2
   die "after the SLURM run, a dry run still wants to run jobs"
 }
 say "dry run after the SLURM run: nothing to be done"
+check_experiment "$SCRATCH/repo" "$EXPERIMENT" || die "the SLURM run did not read the experiment file alone"
+say "the SLURM run drew and scored exactly the experiment file's data sets and checkpoints"
 mv "$SCRATCH/repo" "$SCRATCH/slurm"
 if [ "$STARTED_CLUSTER" -eq 1 ] && [ "${SLURM_TEST_KEEP_CLUSTER:-0}" != 1 ]; then
   say "tearing SLURM down"
@@ -232,9 +275,10 @@ mv "$SCRATCH/snapshot" "$SCRATCH/repo"
 say "local run in $SCRATCH/repo (--cores $CORES, timeout ${LOCAL_TIMEOUT} s; log $SCRATCH/local-run.log)"
 t0=$SECONDS
 run_snakemake "$SCRATCH/local-run.log" "$LOCAL_TIMEOUT" --profile workflow/profiles/local --cores "$CORES" \
-  || die "the workflow failed locally (status $?)"
+  --configfile "$EXPERIMENT" || die "the workflow failed locally (status $?)"
 local_s=$((SECONDS - t0))
 say "local run finished in ${local_s} s"
+check_experiment "$SCRATCH/repo" "$EXPERIMENT" || die "the local run did not read the experiment file alone"
 mv "$SCRATCH/repo" "$SCRATCH/local"
 
 # 6. Byte-for-byte comparison: every table, and scores.csv without the columns that time each job.
