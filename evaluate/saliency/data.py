@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,12 +134,12 @@ def open_saliency_set(root: str | os.PathLike | None = None, *, images: str | os
     return SaliencySet(images_dir, masks_dir, tuple(pairs))
 
 
-def _decoded(path: Path, what: str) -> Image.Image:
-    """The whole file decoded (a truncated or corrupt file fails here), one line naming it otherwise."""
+@contextmanager
+def _opened(path: Path, what: str) -> Iterator[Image.Image]:
+    """PIL's image of an image or mask file; a missing, unidentifiable or corrupt file is one line naming it."""
     try:
         with Image.open(path) as img:
-            img.load()
-            return img.copy()
+            yield img
     except FileNotFoundError:
         raise SaliencyDataError(f"{path}: {what} not found") from None
     except UnidentifiedImageError:
@@ -146,18 +148,17 @@ def _decoded(path: Path, what: str) -> Image.Image:
         raise SaliencyDataError(f"{path}: corrupt {what}, cannot be read: {exc}") from None
 
 
+def _decoded(path: Path, what: str) -> Image.Image:
+    """The whole file decoded (a truncated or corrupt file fails here)."""
+    with _opened(path, what) as img:
+        img.load()
+        return img.copy()
+
+
 def image_size(path: str | os.PathLike) -> tuple[int, int]:
     """(width, height) of an image file as stored, from its header (no decoding)."""
-    path = Path(path)
-    try:
-        with Image.open(path) as img:
-            return img.size
-    except FileNotFoundError:
-        raise SaliencyDataError(f"{path}: image not found") from None
-    except UnidentifiedImageError:
-        raise SaliencyDataError(f"{path}: not an image (PIL cannot identify its format)") from None
-    except _BROKEN as exc:
-        raise SaliencyDataError(f"{path}: corrupt image, cannot be read: {exc}") from None
+    with _opened(Path(path), "image") as img:
+        return img.size
 
 
 def read_image(pair: SaliencyPair) -> Image.Image:
