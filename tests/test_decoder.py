@@ -585,7 +585,7 @@ def test_registry():
     assert [m.mask.tolist() for m in decoder.decode(keys, TOKENCUT, GRID)] == [
         m.mask.tolist() for m in ncut_decode(keys, TOKENCUT)
     ]
-    with pytest.raises(DecoderError, match="unknown decoder 'maskcut'; known decoders: ncut"):
+    with pytest.raises(DecoderError, match="unknown decoder 'maskcut'; known decoders: lost, ncut, tokencut"):
         decoders.get_decoder("maskcut")
 
 
@@ -594,12 +594,12 @@ def test_register_refuses_an_incomplete_decoder_and_a_second_one_of_the_same_nam
 
     from decoders.registry import register
 
-    with pytest.raises(DecoderError, match="lacks Stats, sweep"):
+    with pytest.raises(DecoderError, match="lacks READS, GIVES, Stats, sweep"):
         register(SimpleNamespace(NAME="half", Settings=NcutSettings, settings_grid=settings_grid, decode=ncut_decode))
     impostor = SimpleNamespace(**{member: getattr(ncut_module, member) for member in ncut_module.__all__})
     with pytest.raises(DecoderError, match="two decoders are named 'ncut'"):
         register(impostor)
-    assert decoders.DECODERS == {"ncut": ncut_module}
+    assert decoders.DECODERS["ncut"] is ncut_module and sorted(decoders.DECODERS) == ["lost", "ncut", "tokencut"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
