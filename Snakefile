@@ -23,6 +23,7 @@ include: "workflow/rules/decoder.smk"
 include: "workflow/rules/probe.smk"
 include: "workflow/rules/video.smk"
 include: "workflow/rules/discovery.smk"
+include: "workflow/rules/saliency.smk"
 include: "workflow/rules/ledger.smk"
 include: "workflow/rules/attention.smk"
 
@@ -35,5 +36,6 @@ rule all:
         manifests=expand(paths.MANIFEST, dataset=DATASETS),
         video_manifests=expand(paths.VIDEO_MANIFEST, dataset=VIDEOS),
         discovery_manifests=expand(paths.DISCOVERY_MANIFEST, dataset=DISCOVERY),
+        saliency_manifests=expand(paths.SALIENCY_MANIFEST, dataset=SALIENCY),
         checkpoints=[c.path for c in CHECKPOINTS.values()],
         outputs=all_targets,

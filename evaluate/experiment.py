@@ -25,12 +25,14 @@ from evaluate.plumbing.config import (  # noqa: F401 (re-exported)
     Dataset,
     DiscoveryDataset,
     RunTime,
+    SaliencyDataset,
     VideoDataset,
     check_name,
     checkpoint_table,
     dataset_table,
     discover_checkpoints,
     discovery_table,
+    saliency_table,
     video_table,
 )
 
@@ -62,7 +64,7 @@ def check_config_names(config: dict[str, Any]) -> None:
     for (section, key), replacement in REPLACED_KEYS.items():
         if isinstance(config.get(section), dict) and key in config[section]:
             raise ConfigError(f"config.yaml: {section}.{key} was replaced by {replacement}")
-    for section in ("checkpoints", "datasets", "videos", "discovery"):
+    for section in ("checkpoints", "datasets", "videos", "discovery", "saliency"):
         entries = config.get(section)
         if isinstance(entries, dict):
             for name in entries:
@@ -78,6 +80,7 @@ class Experiment:
     datasets: dict[str, Dataset] = field(init=False)
     videos: dict[str, VideoDataset] = field(init=False)
     discovery: dict[str, DiscoveryDataset] = field(init=False)
+    saliency: dict[str, SaliencyDataset] = field(init=False)
 
     def __post_init__(self) -> None:
         check_config_names(self.config)
@@ -92,9 +95,10 @@ class Experiment:
         self.datasets = dataset_table(self.config)
         self.videos = video_table(self.config)
         self.discovery = discovery_table(self.config)
-        if not self.datasets and not self.videos and not self.discovery:
-            raise ConfigError("config.yaml: no data sets: name some under 'datasets:' (images), 'videos:' (DAVIS) "
-                              "or 'discovery:' (boxes)")
+        self.saliency = saliency_table(self.config)
+        if not self.datasets and not self.videos and not self.discovery and not self.saliency:
+            raise ConfigError("config.yaml: no data sets: name some under 'datasets:' (images), 'videos:' (DAVIS), "
+                              "'discovery:' (boxes) or 'saliency:' (salient-object masks)")
         for name, video in self.videos.items():
             from evaluate.plumbing.paths import DEMO_VIDEO
 
@@ -110,6 +114,12 @@ class Experiment:
             if box_set.demo is not None and (box_set.kind, box_set.root) != ("voc", DEMO_DISCOVERY.format(dataset=name)):
                 raise ConfigError(f"config.yaml: discovery.{name}: a demo set is drawn as a VOC folder at "
                                   f"{DEMO_DISCOVERY.format(dataset=name)}, so its kind must be voc and its root that")
+        for name, salient in self.saliency.items():
+            from evaluate.plumbing.paths import DEMO_SALIENCY
+
+            if salient.demo is not None and salient.root != DEMO_SALIENCY.format(dataset=name):
+                raise ConfigError(f"config.yaml: saliency.{name}.root: a demo saliency set is drawn at "
+                                  f"{DEMO_SALIENCY.format(dataset=name)}, so its root must be that")
         if self.videos:
             self.propagation  # noqa: B018 - the video settings checked before any job
         features = self.config.get("features", {})
@@ -230,7 +240,8 @@ class Experiment:
     def run_time(self, dataset: str) -> RunTime:
         """What the jobs of `dataset` read of the config when they run: a rule passes it through `params:`, and it
         never re-runs a job (`RunTime`, docs/design.md §8)."""
-        entry = self.datasets.get(dataset) or self.videos.get(dataset) or self.discovery[dataset]
+        entry = (self.datasets.get(dataset) or self.videos.get(dataset) or self.discovery.get(dataset)
+                 or self.saliency[dataset])
         features = self.config["features"]
         return RunTime(config_hash=self.config_hash, checkpoints=tuple(self.checkpoints), keep=bool(features["keep"]),
                        workers=int(features["workers"]), roles=entry.roles, sealed=entry.sealed, budget=entry.budget)

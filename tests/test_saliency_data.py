@@ -66,11 +66,11 @@ def test_an_rgb_mask_is_read_as_8_bit_grey(tmp_path):
 
 def test_the_label_identity_changes_with_a_mask_and_not_with_an_image(tmp_path):
     write_pair(tmp_path / "images", tmp_path / "ground_truth_mask", "x")
-    first = open_saliency_set(tmp_path).annotations_sha256()
+    first = open_saliency_set(tmp_path).annotations_sha256
     Image.fromarray(np.full((8, 12, 3), 10, dtype=np.uint8)).save(tmp_path / "images" / "x.jpg")
-    assert open_saliency_set(tmp_path).annotations_sha256() == first
+    assert open_saliency_set(tmp_path).annotations_sha256 == first
     Image.fromarray(np.full((8, 12), 255, dtype=np.uint8)).save(tmp_path / "ground_truth_mask" / "x.png")
-    assert open_saliency_set(tmp_path).annotations_sha256() != first
+    assert open_saliency_set(tmp_path).annotations_sha256 != first
 
 
 @pytest.mark.badinput

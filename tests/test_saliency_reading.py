@@ -24,16 +24,22 @@ MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
 
-@pytest.fixture(scope="module")
-def davis_saliency_set(tmp_path_factory):
-    """images/<sequence>.jpg and masks/<sequence>.png, links to real DAVIS-2016 frames and their masks."""
+def link_davis_frames(out):
+    """`out`/images/<sequence>.jpg and `out`/masks/<sequence>.png: links to real DAVIS-2016 frames and their masks
+    (FRAMES), a saliency set of real photos; returns `out`."""
     root = davis_mini()
-    out = tmp_path_factory.mktemp("davis-saliency")
-    (out / "images").mkdir()
+    (out / "images").mkdir(parents=True)
     (out / "masks").mkdir()
     for sequence, frame in FRAMES:
         (out / "images" / f"{sequence}.jpg").symlink_to(root / "JPEGImages" / "480p" / sequence / f"{frame}.jpg")
         (out / "masks" / f"{sequence}.png").symlink_to(root / "Annotations" / "480p" / sequence / f"{frame}.png")
+    return out
+
+
+@pytest.fixture(scope="module")
+def davis_saliency_set(tmp_path_factory):
+    """The saliency set of `link_davis_frames`."""
+    out = link_davis_frames(tmp_path_factory.mktemp("davis-saliency"))
     return open_saliency_set(images=out / "images", masks=out / "masks")
 
 

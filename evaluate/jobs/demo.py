@@ -45,3 +45,13 @@ def demo_discovery(smk: Any) -> None:
     from evaluate.demo.discovery import make_demo_voc
 
     make_demo_voc(out, n_images=n_images, seed=seed)
+
+
+def demo_saliency(smk: Any) -> None:
+    """The demo's saliency set in ECSSD's layout (evaluate.demo.saliency)."""
+    out = Path(smk.output[0])
+    n_images, seed = (int(smk.params.demo[k]) for k in ("n_images", "seed"))
+
+    from evaluate.demo.saliency import make_demo_saliency
+
+    make_demo_saliency(out, n_images=n_images, seed=seed)

@@ -66,9 +66,12 @@ def figures(smk: Any) -> None:
     from evaluate.outputs.discovery_figures import discovery_figures
     from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 
-    files += discovery_figures(read_records(ledger_dir / RECORDS_IN_LEDGER), out,
-                               overlay_images=int(figure_config["overlay_images"]),
+    from evaluate.outputs.saliency_figures import saliency_figures
+
+    records = read_records(ledger_dir / RECORDS_IN_LEDGER)
+    files += discovery_figures(records, out, overlay_images=int(figure_config["overlay_images"]),
                                gallery_images=int(figure_config["gallery_images"]))
+    files += saliency_figures(records, out, overlay_images=int(figure_config["overlay_images"]))
     if masks:
         import numpy as np
 

@@ -64,6 +64,6 @@ def published_rows(architecture: str | None, benchmark: str | None) -> list[Publ
 
 
 def benchmark_size(benchmark: str) -> int:
-    """The image count of a published benchmark (voc07 5,011; voc12 11,540; coco20k 19,817)."""
+    """The image count of a published benchmark (the file's `benchmarks`)."""
     _, benchmarks = load_published()
     return int(benchmarks[benchmark]["images"])

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from evaluate.plumbing.atomic import write_text
+from evaluate.saliency.measures import BS_SUFFIX
 
 # measure -> (plain display name for Markdown, HTML and figures, LaTeX display name)
 DISPLAY_NAMES = {
@@ -49,7 +50,20 @@ DISPLAY_NAMES = {
     "attention_spread": ("attention spread", "attention spread"),
     "attention_entropy": ("attention entropy", "attention entropy"),
 }
-LOWER_IS_BETTER = ("j_decay", "f_decay")  # measures whose columns mark no best (bold goes to the highest value)
+# saliency (docs/design.md §16): TokenCut's three, PySODMetrics' four (in the order of evaluate.saliency.measures),
+# and each after the bilateral solver (BS_SUFFIX)
+SALIENCY_NAMES = {
+    "saliency_iou": ("IoU", "IoU"),
+    "saliency_accuracy": ("accuracy", "accuracy"),
+    "saliency_maxf": ("maxF", r"max$F_\beta$"),
+    "sod_maxf": ("SOD maxF", r"SOD max$F_\beta$"),
+    "sod_mae": ("SOD MAE", "SOD MAE"),
+    "sod_smeasure": ("SOD S", r"SOD $S_\alpha$"),
+    "sod_emeasure": ("SOD E", r"SOD $E_\phi$"),
+}
+DISPLAY_NAMES.update(SALIENCY_NAMES)
+DISPLAY_NAMES.update({key + BS_SUFFIX: (f"{plain} + BS", f"{latex} + BS") for key, (plain, latex) in SALIENCY_NAMES.items()})
+LOWER_IS_BETTER = ("j_decay", "f_decay", "sod_mae", "sod_mae" + BS_SUFFIX)  # measures whose columns mark no best (bold goes to the highest value)
 # measures that describe a checkpoint rather than score it: no bold best (a wider attention is not a better one)
 DESCRIPTIVE = ("attention_spread", "attention_entropy")
 MEASURE_DIGITS = {"attention_entropy": 2}  # decimals where a measure's unit is not percent (nats)

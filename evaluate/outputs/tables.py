@@ -41,6 +41,7 @@ from evaluate.outputs.rows import (
 )
 from evaluate.outputs.table_model import (
     DISPLAY_NAMES,
+    SALIENCY_NAMES,
     Cell,
     Column,
     Table,
@@ -50,10 +51,12 @@ from evaluate.outputs.table_model import (
     write_table,
 )
 from evaluate.plumbing.paths import RECORDS_IN_LEDGER
+from evaluate.saliency.measures import BS_SUFFIX
 from evaluate.scores.measures import PERCENT, measure_scale, stats_array
 
-MEASURE_ORDER = ("jaccard", "corloc", "corloc_box", "ap", "ap50", "ar10", "probe_miou", "probe_accuracy", "attention_spread",
-                 "attention_entropy", "jf_mean", "j_mean", "f_mean", "j_recall", "f_recall", "j_decay", "f_decay")
+MEASURE_ORDER = ("jaccard", "corloc", "corloc_box", *SALIENCY_NAMES, *(m + BS_SUFFIX for m in SALIENCY_NAMES), "ap", "ap50", "ar10",
+                 "probe_miou", "probe_accuracy", "attention_spread", "attention_entropy", "jf_mean", "j_mean", "f_mean",
+                 "j_recall", "f_recall", "j_decay", "f_decay")
 TAU_DIGITS = 2  # decimals of Kendall's tau
 
 

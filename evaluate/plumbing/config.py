@@ -104,6 +104,30 @@ class DiscoveryDataset:
 
 
 @dataclass(frozen=True)
+class SaliencyDataset:
+    """A saliency data set (config `saliency.<name>`, docs/design.md §16): its `root` in one of the published
+    downloads' layouts, or its `images` and `masks` folders; `benchmark` (ecssd, duts-te, dut-omron) or None;
+    `bilateral`: the solver's "+ BS" measures too; its role is `eval`; `budget` None: unlimited; `demo`: the demo's
+    drawing, or None. `spec()`: what the jobs read."""
+
+    name: str
+    root: str | None
+    images: str | None
+    masks: str | None
+    benchmark: str | None
+    bilateral: bool
+    sealed: bool
+    budget: int | None
+    demo: dict | None
+
+    roles = ("eval",)
+
+    def spec(self) -> dict[str, Any]:
+        return {"name": self.name, "root": self.root, "images": self.images, "masks": self.masks,
+                "benchmark": self.benchmark, "bilateral": self.bilateral}
+
+
+@dataclass(frozen=True)
 class RunTime:
     """What a job reads of the config when it runs, never a reason to re-run it (docs/design.md §8).
 
@@ -263,4 +287,26 @@ def discovery_table(config: dict[str, Any]) -> dict[str, DiscoveryDataset]:
             name=name, kind=kind, root=entry.get("root"), split=str(entry["split"]), images=entry.get("images"),
             annotations=entry.get("annotations"), image_list=entry.get("image_list"),
             benchmark=entry.get("benchmark"), sealed=sealed, budget=budget, demo=entry.get("demo"))
+    return table
+
+
+def saliency_table(config: dict[str, Any]) -> dict[str, SaliencyDataset]:
+    """All saliency data sets, by name; a name shared with another data set is an error (one ledger counts openings
+    by data-set name), and so is a set given both or neither of its root and its two folders."""
+    table = {}
+    others = [*config["datasets"], *config.get("videos", {}), *config.get("discovery", {})]
+    for name, entry in config.get("saliency", {}).items():
+        check_name(name, "saliency:")
+        if name in others:
+            raise ConfigError(f"config.yaml: saliency.{name}: the name is also a data set's under 'datasets:', "
+                              "'videos:' or 'discovery:'; data sets share one ledger, so give it another name")
+        folders = [key for key in ("images", "masks") if entry.get(key)]
+        if bool(entry.get("root")) == bool(folders) or len(folders) == 1:
+            raise ConfigError(f"config.yaml: saliency.{name}: give its root (the folder a download unpacks to) or "
+                              "both its images and masks folders")
+        sealed, budget = _seal(entry, f"saliency.{name}")
+        table[name] = SaliencyDataset(
+            name=name, root=entry.get("root"), images=entry.get("images"), masks=entry.get("masks"),
+            benchmark=entry.get("benchmark"), bilateral=bool(entry["bilateral"]), sealed=sealed, budget=budget,
+            demo=entry.get("demo"))
     return table

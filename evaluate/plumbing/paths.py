@@ -28,6 +28,13 @@ NATIVE_INDEX = f"{SHARD}/native.json"
 DISCOVERY_BOXES = f"{RESULTS}/discovery/{{checkpoint}}/{{dataset}}/{{shard}}.json"
 DEMO_DISCOVERY = f"{RESULTS}/demo/discovery/{{dataset}}"
 
+# saliency (docs/design.md §16): its manifest, each checkpoint's reading of a shard (the decoder's grid masks and
+# the solver's vertex values) and what that reading ran
+SALIENCY_MANIFEST = f"{RESULTS}/datasets/{{dataset}}/saliency.json"
+SALIENCY_READING = f"{RESULTS}/saliency/{{checkpoint}}/{{dataset}}/{{shard}}.npz"
+SALIENCY_META = f"{RESULTS}/saliency/{{checkpoint}}/{{dataset}}/{{shard}}.json"
+DEMO_SALIENCY = f"{RESULTS}/demo/saliency/{{dataset}}"
+
 # stage 3: the decoder
 DECODER = f"{RESULTS}/decoder"
 SWEEP_SHARD = f"{DECODER}/sweep/{{dataset}}/{{shard}}.npz"
@@ -65,6 +72,7 @@ PROBE_RECORD = RECORD.replace("{kind}", "probe")
 VIDEO_RECORD = RECORD.replace("{kind}", "video")
 DISCOVERY_RECORD = RECORD.replace("{kind}", "{decoder}")  # kind = the box decoder's name (docs/design.md §12)
 ATTENTION_RECORD = RECORD.replace("{kind}", "attention")
+SALIENCY_RECORD = RECORD.replace("{kind}", "saliency")
 OPENINGS = f"{LEDGER}/openings.csv"
 # a copy of each scoring's record under the key of what decided it, so a re-run on the same inputs opens no labels;
 # beside it, the result its opening row hashes where the record does not hold it (the selection's sweep table rows)

@@ -166,12 +166,26 @@ def bilateral_system(rgb: np.ndarray, target: np.ndarray,
     return BilateralSystem(grid, matrix, b, b / c_splat, inverse_diagonal)
 
 
-def solve_system(system: BilateralSystem, settings: BilateralSettings = TOKENCUT_SOLVER) -> np.ndarray:
-    """The solver's soft output S^T y: (H, W) float64, y from Jacobi-preconditioned CG (module docstring)."""
+def solve_vertices(system: BilateralSystem, settings: BilateralSettings = TOKENCUT_SOLVER) -> np.ndarray:
+    """y (n_v,) float64: Jacobi-preconditioned CG on A y = b from y0 (module docstring)."""
     preconditioner = sp.diags(system.inverse_diagonal)
     y, _ = cg(system.matrix, system.rhs, x0=system.start, M=preconditioner, maxiter=settings.cg_maxiter,
               rtol=settings.cg_rtol)
-    return (system.grid.splat.T @ y).reshape(system.grid.shape)
+    return y
+
+
+def slice_vertices(grid: BilateralGrid, y: np.ndarray) -> np.ndarray:
+    """S^T y: each pixel takes its vertex's value, (H, W) float64."""
+    y = np.asarray(y, dtype=np.float64)
+    if y.shape != (grid.n_vertices,):
+        raise SaliencyError(f"bilateral solver: {y.shape[0] if y.ndim else 0} vertex values for a grid of "
+                            f"{grid.n_vertices} vertices")
+    return (grid.splat.T @ y).reshape(grid.shape)
+
+
+def solve_system(system: BilateralSystem, settings: BilateralSettings = TOKENCUT_SOLVER) -> np.ndarray:
+    """The solver's soft output S^T y: (H, W) float64."""
+    return slice_vertices(system.grid, solve_vertices(system, settings))
 
 
 def bilateral_refine(rgb: np.ndarray, target: np.ndarray, settings: BilateralSettings = TOKENCUT_SOLVER
@@ -179,3 +193,11 @@ def bilateral_refine(rgb: np.ndarray, target: np.ndarray, settings: BilateralSet
     """TokenCut's refinement of a mask: rgb (H, W, 3) uint8 the original image, target (H, W) its 0/1 mask ->
     the soft output (H, W) float64 (not clipped: values may leave [0, 1] slightly)."""
     return solve_system(bilateral_system(rgb, target, settings), settings)
+
+
+def refined_from_vertices(rgb: np.ndarray, y: np.ndarray, settings: BilateralSettings = TOKENCUT_SOLVER
+                          ) -> np.ndarray:
+    """The soft output again from the solved vertex values `y` (n_v,) float64 and the image they were solved on:
+    the same (H, W) float64 bytes as `bilateral_refine` (the grid is a function of the image alone), so a reading
+    stores y (a few thousand values) rather than the map."""
+    return slice_vertices(bilateral_grid(rgb, settings), y)

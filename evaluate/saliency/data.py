@@ -15,7 +15,7 @@ reads them: `read_image` (the photo in RGB, as stored: no EXIF orientation, as t
 .convert('RGB')`), `read_truth` (the mask, its size checked against the image's); an unreadable file or a size
 mismatch is one line naming the file.
 
-Label identity (for the ledger's openings): `SaliencySet.annotations_sha256()`, the sha256 of the canonical JSON of
+Label identity (for the ledger's openings): `SaliencySet.annotations_sha256`, the sha256 of the canonical JSON of
 the sorted [mask file name, sha256 of the file] pairs.
 """
 
@@ -70,6 +70,7 @@ class SaliencySet:
     def __len__(self) -> int:
         return len(self.pairs)
 
+    @property
     def annotations_sha256(self) -> str:
         """sha256 of the canonical JSON of the sorted [mask file name, sha256 of the mask file] pairs."""
         return sha256_json(sorted([p.mask.name, sha256_file(p.mask)] for p in self.pairs))

@@ -36,6 +36,7 @@ BETA_SQUARED = 0.3
 BINARY_THRESHOLD = 0.5
 TOKENCUT_MEASURES = ("saliency_iou", "saliency_accuracy", "saliency_maxf")
 SOD_MEASURES = ("sod_maxf", "sod_mae", "sod_smeasure", "sod_emeasure")
+BS_SUFFIX = "_bs"  # the measures of the bilateral solver's output ("+ BS" rows): each name with this suffix
 PERCENT = 100.0
 
 
@@ -142,36 +143,94 @@ def prediction_levels(pred: np.ndarray) -> np.ndarray:
     return np.rint(np.clip(np.asarray(pred, dtype=np.float64), 0.0, 1.0) * 255.0).astype(np.uint8)
 
 
+class SodTally:
+    """PySODMetrics' four measures, one image at a time (`add`), as the library's own examples call it."""
+
+    def __init__(self) -> None:
+        import py_sod_metrics  # OpenCV and scikit-image come with it: imported only where these measures run
+
+        self._f_handler = py_sod_metrics.FmeasureHandler(with_dynamic=True, with_adaptive=False, beta=BETA_SQUARED)
+        self._fmeasure = py_sod_metrics.FmeasureV2(metric_handlers={"fm": self._f_handler})
+        self._mae, self._smeasure = py_sod_metrics.MAE(), py_sod_metrics.Smeasure()
+        self._emeasure = py_sod_metrics.Emeasure()
+        self.n = 0
+
+    def add(self, pred: np.ndarray, levels: np.ndarray) -> None:
+        """One image: pred (H, W) float in [0, 1]; levels, its mask's (H, W) uint8 levels."""
+        levels = np.asarray(levels)
+        if levels.dtype != np.uint8 or np.shape(pred) != levels.shape:
+            raise SaliencyError(f"saliency image {self.n}: PySODMetrics needs the mask's uint8 levels of the "
+                                f"prediction's size, got {levels.dtype} {levels.shape} for {np.shape(pred)}")
+        mapped = prediction_levels(pred)
+        for metric in (self._fmeasure, self._mae, self._smeasure, self._emeasure):
+            metric.step(pred=mapped, gt=levels)
+        self.n += 1
+
+    def per_image(self) -> list[tuple[str, np.ndarray, str]]:
+        """(measure, per-image statistics, reducer) of each of the four, checked against the library's own summary:
+        sod_maxf (n, 256) F curves, "max-mean"; sod_mae, sod_smeasure, sod_emeasure (n,) (the E-measure's mean over
+        thresholds), "mean"."""
+        if not self.n:
+            raise SaliencyError("PySODMetrics needs at least one image")
+        stats = [("sod_maxf", np.array(self._f_handler.dynamic_results, dtype=np.float64), "max-mean"),
+                 ("sod_mae", np.array(self._mae.maes, dtype=np.float64), "mean"),
+                 ("sod_smeasure", np.array(self._smeasure.sms, dtype=np.float64), "mean"),
+                 ("sod_emeasure", np.array(self._emeasure.changeable_ems, dtype=np.float64).mean(axis=1), "mean")]
+        library = {"sod_maxf": self._fmeasure.get_results()["fm"]["dynamic"].max(),
+                   "sod_mae": self._mae.get_results()["mae"], "sod_smeasure": self._smeasure.get_results()["sm"],
+                   "sod_emeasure": self._emeasure.get_results()["em"]["curve"].mean()}
+        for name, per_image, reducer in stats:  # the library's summary is the value; per-image stats only resample
+            ours = per_image.mean(axis=0).max() if reducer == "max-mean" else per_image.mean()
+            if not np.isclose(ours, float(library[name]), rtol=0, atol=1e-12):
+                raise SaliencyError(f"{name}: PySODMetrics' summary {float(library[name])} differs from its "
+                                    f"per-image mean {ours}")
+        return stats
+
+
 def sod_measures(preds: Sequence[np.ndarray], mask_levels: Sequence[np.ndarray], *, resamples: int, seed: int,
                  level: float = 0.95) -> dict[str, SaliencyValue]:
     """PySODMetrics' `sod_maxf`, `sod_mae`, `sod_smeasure`, `sod_emeasure` (fractions, as the library reports them)
     with intervals: preds, each (H, W) float in [0, 1]; mask_levels, each the mask's (H, W) uint8 levels."""
-    import py_sod_metrics  # OpenCV and scikit-image come with it: imported only where these measures run
-
     if len(preds) != len(mask_levels) or not preds:
         raise SaliencyError(f"PySODMetrics needs one prediction per mask, got {len(preds)} and {len(mask_levels)}")
-    f_handler = py_sod_metrics.FmeasureHandler(with_dynamic=True, with_adaptive=False, beta=BETA_SQUARED)
-    fmeasure = py_sod_metrics.FmeasureV2(metric_handlers={"fm": f_handler})
-    mae, smeasure, emeasure = py_sod_metrics.MAE(), py_sod_metrics.Smeasure(), py_sod_metrics.Emeasure()
-    for i, (pred, levels) in enumerate(zip(preds, mask_levels)):
-        levels = np.asarray(levels)
-        if levels.dtype != np.uint8 or np.shape(pred) != levels.shape:
-            raise SaliencyError(f"saliency image {i}: PySODMetrics needs the mask's uint8 levels of the "
-                                f"prediction's size, got {levels.dtype} {levels.shape} for {np.shape(pred)}")
-        mapped = prediction_levels(pred)
-        for metric in (fmeasure, mae, smeasure, emeasure):
-            metric.step(pred=mapped, gt=levels)
-    f_curves = np.array(f_handler.dynamic_results, dtype=np.float64)
-    e_curves = np.array(emeasure.changeable_ems, dtype=np.float64)
-    stats = [("sod_maxf", f_curves, "max-mean"), ("sod_mae", np.array(mae.maes, dtype=np.float64), "mean"),
-             ("sod_smeasure", np.array(smeasure.sms, dtype=np.float64), "mean"),
-             ("sod_emeasure", e_curves.mean(axis=1), "mean")]
-    out = _with_intervals(stats, "fraction", 1.0, resamples=resamples, seed=seed, level=level)
-    library = {"sod_maxf": fmeasure.get_results()["fm"]["dynamic"].max(), "sod_mae": mae.get_results()["mae"],
-               "sod_smeasure": smeasure.get_results()["sm"],
-               "sod_emeasure": emeasure.get_results()["em"]["curve"].mean()}
-    for name, value in library.items():  # the library's own summary is the value; per-image stats only resample
-        if not np.isclose(out[name].value, float(value), rtol=0, atol=1e-12):
-            raise SaliencyError(f"{name}: PySODMetrics' summary {float(value)} differs from its per-image mean "
-                                f"{out[name].value}")
-    return out
+    tally = SodTally()
+    for pred, levels in zip(preds, mask_levels):
+        tally.add(pred, levels)
+    return _with_intervals(tally.per_image(), "fraction", 1.0, resamples=resamples, seed=seed, level=level)
+
+
+CURVE_DECIMALS = 6  # a record keeps each image's F curve to this many decimals (its maxF is computed from them)
+
+
+class SaliencyTally:
+    """One prediction kind's measures on a set, one image at a time (a set need not fit in memory): TokenCut's
+    three per-image statistics (`image_iou`, `image_accuracy`, `image_f_curve`) and PySODMetrics' (`SodTally`)."""
+
+    def __init__(self) -> None:
+        self.iou: list[float] = []
+        self.accuracy: list[float] = []
+        self.f_curves: list[np.ndarray] = []
+        self.sod = SodTally()
+
+    def add(self, pred: np.ndarray, levels: np.ndarray) -> None:
+        """One image: pred (H, W) float in [0, 1] or a 0/1 mask; levels, its mask's (H, W) uint8 levels (the
+        truth is levels > 0)."""
+        pred, truth = _checked(pred, np.asarray(levels) > 0, len(self.iou))
+        self.iou.append(image_iou(pred, truth))
+        self.accuracy.append(image_accuracy(pred, truth))
+        self.f_curves.append(image_f_curve(pred, truth))
+        self.sod.add(np.clip(pred.astype(np.float64, copy=False), 0.0, 1.0), levels)
+
+    def measure_entries(self, image_ids: Sequence[int], *, suffix: str, resamples: int, seed: int) -> list[dict]:
+        """The ledger's measure entries (`evaluate.scores.measures.make_measure`, percent, 95% intervals over
+        images): TokenCut's three, then PySODMetrics' four, each named with `suffix` ("" or "_bs"). maxF's per-image
+        F curves are kept to CURVE_DECIMALS decimals, its value the largest column mean of those."""
+        from evaluate.scores.measures import make_measure
+
+        curves = np.round(np.stack(self.f_curves), CURVE_DECIMALS)
+        stats = [("saliency_iou", np.array(self.iou), "mean"), ("saliency_accuracy", np.array(self.accuracy), "mean"),
+                 ("saliency_maxf", curves, "max-mean")]
+        stats += [(name, np.round(per_image, CURVE_DECIMALS) if reducer == "max-mean" else per_image, reducer)
+                  for name, per_image, reducer in self.sod.per_image()]
+        return [make_measure(name + suffix, image_ids=list(image_ids), per_image=per_image.tolist(), reducer=reducer,
+                             resamples=resamples, seed=seed) for name, per_image, reducer in stats]

@@ -26,7 +26,7 @@ from decoders.tokencut import component
 from evaluate.readings.images import normalise
 from evaluate.readings.native import native_keys
 from evaluate.saliency import SaliencyError
-from evaluate.saliency.bilateral import BilateralSettings, bilateral_refine
+from evaluate.saliency.bilateral import BilateralSettings, bilateral_system, slice_vertices, solve_vertices
 from evaluate.saliency.data import SaliencyPair, read_image
 
 TAU = 0.2
@@ -62,11 +62,15 @@ def mask_at_image_size(grid_mask: np.ndarray, height: int, width: int) -> np.nda
 
 @dataclass(frozen=True)
 class SaliencyReading:
-    """One image's reading: grid (gh, gw); mask (H, W) uint8 0/1, the decoder's component at full size (before the
-    solver); refined (H, W) float64, the solver's soft output, or None where the solver did not run."""
+    """One image's reading: grid (gh, gw); grid_mask (gh, gw) bool, the decoder's seed component; mask (H, W)
+    uint8 0/1, that component at full size (before the solver); vertex_values (n_v,) float64, the solver's solution
+    on the image's bilateral grid, and refined (H, W) float64, its soft output (`slice_vertices`), or both None
+    where the solver did not run."""
 
     grid: tuple[int, int]
+    grid_mask: np.ndarray
     mask: np.ndarray
+    vertex_values: np.ndarray | None
     refined: np.ndarray | None
 
 
@@ -76,10 +80,11 @@ def read_saliency(model: torch.nn.Module, img: Image.Image, *, bilateral: Bilate
     keys, grid = patch_keys(model, img)
     grid_mask = component(keys, grid, tau=tau, eps=eps)
     mask = mask_at_image_size(grid_mask, img.height, img.width)
-    refined = None
-    if bilateral is not None:
-        refined = bilateral_refine(np.asarray(img, dtype=np.uint8), mask, bilateral)
-    return SaliencyReading(grid, mask, refined)
+    if bilateral is None:
+        return SaliencyReading(grid, grid_mask, mask, None, None)
+    system = bilateral_system(np.asarray(img, dtype=np.uint8), mask, bilateral)
+    y = solve_vertices(system, bilateral)
+    return SaliencyReading(grid, grid_mask, mask, y, slice_vertices(system.grid, y))
 
 
 def read_saliency_set(model: torch.nn.Module, pairs: Iterable[SaliencyPair], *, bilateral: BilateralSettings | None,

@@ -22,7 +22,7 @@ from evaluate.scores.bootstrap import bootstrap_ci
 MEASURE_FIELDS = (
     "measure", "value", "ci_low", "ci_high", "n_images", "n_left_out", "reducer", "image_ids", "per_image",
 )
-REDUCERS = ("mean", "ratio", "miou")
+REDUCERS = ("mean", "ratio", "miou", "max-mean")
 PERCENT = 100.0  # bootstrappable measures are reported as PERCENT x the unit-free reducer of their per_image stats
 
 
@@ -93,7 +93,8 @@ def measure_scale(entry: dict) -> float:
 def stats_array(per_image: Sequence[Any], reducer: str, n_classes: int | None = None) -> tuple[np.ndarray, str]:
     """Per-image statistics as stored in a record -> (array, reducer name) for `evaluate.scores.bootstrap`.
 
-    mean -> float64 (n,), "mean"; ratio -> float64 (n, 2), "ratio"; miou -> int64 (n, 3, K) counts
+    mean -> float64 (n,), "mean"; ratio -> float64 (n, 2), "ratio"; max-mean -> float64 (n, T) per-image curves,
+    "max-mean" (the value is the largest over T of the mean over images: a saliency maxF); miou -> int64 (n, 3, K) counts
     [intersection, true, predicted] per class from the sparse [[true, pred, count], ...] lists, "miou-counts"
     (K = `n_classes` or one more than the largest label seen; classes no image has are left out by the reducer).
     """
@@ -101,6 +102,8 @@ def stats_array(per_image: Sequence[Any], reducer: str, n_classes: int | None = 
         return np.asarray(per_image, dtype=np.float64).reshape(-1), "mean"
     if reducer == "ratio":
         return np.asarray(per_image, dtype=np.float64).reshape(-1, 2), "ratio"
+    if reducer == "max-mean":
+        return np.asarray(per_image, dtype=np.float64).reshape(len(per_image), -1), "max-mean"
     if reducer == "miou":
         labels = [max(int(t), int(p)) for entries in per_image for t, p, _ in entries]
         k = n_classes if n_classes is not None else (max(labels) + 1 if labels else 1)

@@ -25,6 +25,8 @@ VIDEOS = EXP.videos
 DISCOVERY = EXP.discovery
 DEMO_DISCOVERY = [n for n, d in DISCOVERY.items() if d.demo]
 BOX_DECODERS = EXP.box_decoders
+SALIENCY = EXP.saliency
+DEMO_SALIENCY = [n for n, d in SALIENCY.items() if d.demo]
 DEMO_VIDEOS = [n for n, v in VIDEOS.items() if v.demo]
 # the propagation's settings (config `video:` but its `threads`, which change no number)
 PROPAGATION = EXP.propagation.as_dict() if VIDEOS else None
@@ -59,6 +61,10 @@ JOBS = {
     "discover_boxes": "evaluate.jobs.discovery:discover_boxes",
     "score_discovery": "evaluate.jobs.discovery:score_discovery",
     "demo_discovery": "evaluate.jobs.demo:demo_discovery",
+    "saliency_manifest": "evaluate.jobs.saliency:saliency_manifest",
+    "read_saliency": "evaluate.jobs.saliency:read_saliency",
+    "score_saliency": "evaluate.jobs.saliency:score_saliency",
+    "demo_saliency": "evaluate.jobs.demo:demo_saliency",
     "attention_shard": "evaluate.jobs.attention:attention_shard",
     "attention_record": "evaluate.jobs.attention:attention_record",
     "attention_rows": "evaluate.jobs.attention:attention_rows",
@@ -72,7 +78,7 @@ def _alternatives(names):
 
 wildcard_constraints:
     checkpoint=_alternatives(CHECKPOINTS),
-    dataset=_alternatives([*DATASETS, *VIDEOS, *DISCOVERY]),
+    dataset=_alternatives([*DATASETS, *VIDEOS, *DISCOVERY, *SALIENCY]),
     shard=r"\d{3}",
     sequence=r"[^/]+",
 
@@ -284,6 +290,36 @@ def score_discovery_inputs(wildcards):
     }
 
 
+def saliency_of(wildcards):
+    """Where a saliency set lives and what it is (its seal and budget come in `run_time`)."""
+    return SALIENCY[wildcards.dataset].spec()
+
+
+def saliency_source(wildcards):
+    """What a saliency set's listing waits for: the demo's drawing, or nothing (folders already there)."""
+    d = SALIENCY[wildcards.dataset]
+    return [paths.DEMO_SALIENCY.format(dataset=d.name)] if d.demo else []
+
+
+def saliency_shard_names(dataset):
+    """The shards of a saliency set, read from its manifest (a Snakemake checkpoint)."""
+    manifest = checkpoints.saliency_manifest.get(dataset=dataset).output.manifest
+    with open(manifest) as handle:
+        n = len(json.load(handle)["shards"])
+    return [f"{i:03d}" for i in range(n)]
+
+
+def score_saliency_inputs(wildcards):
+    c, d = wildcards.checkpoint, wildcards.dataset
+    shards = saliency_shard_names(d)
+    return {
+        "manifest": paths.SALIENCY_MANIFEST.format(dataset=d),
+        "readings": [paths.SALIENCY_READING.format(checkpoint=c, dataset=d, shard=s) for s in shards],
+        "metas": [paths.SALIENCY_META.format(checkpoint=c, dataset=d, shard=s) for s in shards],
+        "checkpoint": CHECKPOINTS[c].path,
+    }
+
+
 def all_records():
     records = []
     if SELECT_DATASET:
@@ -300,6 +336,7 @@ def all_records():
         for c in CHECKPOINTS
         for d in DISCOVERY
     ]
+    records += [paths.SALIENCY_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in SALIENCY]
     if config["attention"]:
         records += [paths.ATTENTION_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in EVAL_DATASETS]
     return records

@@ -71,3 +71,21 @@ rule demo_discovery:
         code=CODE["demo_discovery"],
     script:
         "../scripts/run_job.py"
+
+
+rule demo_saliency:
+    """The demo's saliency set: the demo scenes and their salient masks in ECSSD's layout (evaluate.demo.saliency)."""
+    output:
+        directory(paths.DEMO_SALIENCY),
+    log:
+        "logs/demo_saliency/{dataset}.log",
+    benchmark:
+        "benchmarks/demo_saliency/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=_alternatives(DEMO_SALIENCY),
+    params:
+        demo=lambda wildcards: SALIENCY[wildcards.dataset].demo,
+        job=JOBS["demo_saliency"],
+        code=CODE["demo_saliency"],
+    script:
+        "../scripts/run_job.py"
