@@ -1,4 +1,4 @@
-"""Saliency as the field publishes it (docs/design.md §15): ECSSD, DUTS-TE and DUT-OMRON read in their own layouts
+"""Saliency as the field publishes it (docs/design.md §16): ECSSD, DUTS-TE and DUT-OMRON read in their own layouts
 (`data`), TokenCut's reading of one salient object per image (`reading`), Barron and Poole's fast bilateral solver
 as TokenCut runs it (`bilateral`), and TokenCut's three measures beside PySODMetrics' four (`measures`).
 """

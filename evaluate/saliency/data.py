@@ -1,4 +1,4 @@
-"""Saliency data sets (docs/design.md §15): a folder of images and a folder of masks, paired by name.
+"""Saliency data sets (docs/design.md §16): a folder of images and a folder of masks, paired by name.
 
     <images>/<name>.jpg     the photo (.jpg, .jpeg or .png)
     <masks>/<name>.png      its mask, 8-bit grey (PIL 'L'); any pixel above 0 is salient
