@@ -3,7 +3,8 @@
 Per checkpoint and saliency set, `saliency_{checkpoint}_{dataset}.png`: the set's first images (the record keeps
 `evaluate.saliency.protocol.FIGURE_IMAGES` of them), one column each; the top row the decoder's mask before the
 solver, the bottom row the solver's soft map above 0.5 (the threshold TokenCut's IoU and accuracy use), where the
-record holds it; the truth's outline in white for an unsealed set (a sealed set's record holds no truth).
+record holds it, each tinted and outlined in its row's colour; the truth's outline in white for an unsealed set (a
+sealed set's record holds no truth).
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ def saliency_figures(records: Sequence[dict], out_dir: str | os.PathLike, *, ove
         for r, (label, masked) in enumerate(rows):
             for c, (entry, image_maps) in enumerate(zip(entries, maps)):
                 ax = fig.add_subplot(len(rows), len(entries), r * len(entries) + c + 1)
-                ax.imshow(_tinted(image_maps[0], masked(image_maps), PALETTE[r % len(PALETTE)]))
+                mask = masked(image_maps)
+                colour = PALETTE[r % len(PALETTE)]
+                ax.imshow(_tinted(image_maps[0], mask, colour))
+                if mask.any() and not mask.all():  # the outline keeps the mask readable over a shape of its colour
+                    ax.contour(mask.astype(np.float64), levels=[0.5], colors=[colour / 255], linewidths=1.5)
                 truth = image_maps[3]
                 if truth is not None and truth.any() and not truth.all():
                     ax.contour(truth.astype(np.float64), levels=[0.5], colors="white", linewidths=0.8)
