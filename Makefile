@@ -66,7 +66,7 @@ verify: setup
 	$(PY) -m evaluate.ledger verify results/ledger
 
 test: setup
-	$(PY) -m pytest -q -rs
+	$(PY) -m pytest -q -rs --durations=30
 
 lint: setup
 	$(PY) .ci/lint.py $(SNAKEMAKE)

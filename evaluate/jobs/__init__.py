@@ -15,6 +15,8 @@ traceback to dig through; any other exception is a bug and keeps its full traceb
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import logging
 import os
 import sys
@@ -22,6 +24,41 @@ import time
 from typing import Any, Callable
 
 from evaluate import EvaluationError
+
+
+class _ThreadsOnImport(importlib.abc.MetaPathFinder):
+    """Sets torch's threads as the job first imports torch, once torch has run its own import."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            load, threads = spec.loader.exec_module, self.threads
+
+            def exec_module(module: Any) -> None:
+                load(module)
+                module.set_num_threads(threads)
+
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+def torch_threads(threads: int) -> None:
+    """torch's intra-op threads = `threads` for this process, now if torch is imported, else as it is imported: a job
+    that never uses torch (listings, merges, scoring from files, tables) does not pay the seconds its import costs."""
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+        return
+    waiting = [finder for finder in sys.meta_path if isinstance(finder, _ThreadsOnImport)]
+    if waiting:
+        waiting[0].threads = threads
+    else:
+        sys.meta_path.insert(0, _ThreadsOnImport(threads))
 
 
 def run_job(smk: Any, job: Callable[[Any], None]) -> None:
@@ -37,12 +74,7 @@ def run_job(smk: Any, job: Callable[[Any], None]) -> None:
     log = logging.getLogger(f"rule.{smk.rule}")
     # matplotlib's font cache stays inside the working directory (read-only HOME on cluster nodes is fine)
     os.environ.setdefault("MPLCONFIGDIR", os.path.abspath(os.path.join(".snakemake", "matplotlib")))
-    try:
-        import torch
-
-        torch.set_num_threads(max(1, int(smk.threads)))
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
+    torch_threads(max(1, int(smk.threads)))
     started = time.time()
     try:
         job(smk)

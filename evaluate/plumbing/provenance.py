@@ -44,8 +44,13 @@ def sha256_json(obj: Any) -> str:
 def _normalised_source(path: Path) -> str:
     """The file's syntax tree without docstrings or comments; a file that does not parse is hashed as text."""
     text = path.read_text(encoding="utf-8")
-    if path.suffix != ".py":
-        return text
+    return text if path.suffix != ".py" else _normalised_text(text)
+
+
+@lru_cache(maxsize=None)
+def _normalised_text(text: str) -> str:
+    """`_normalised_source` of a Python file's text (cached by the text: every rule's code hash shares the modules
+    it has in common with the others, and parsing them once per process saves seconds per Snakemake start)."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -132,10 +137,15 @@ def module_closure(names: Iterable[str]) -> list[Path]:
         seen.add(name)
         path = module_file(name)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for imported in _imported_modules(ast.walk(tree), package):
+        for imported in _file_imports(path.read_text(encoding="utf-8"), str(path), package):
             todo.extend(_with_parents(imported))
     return sorted(module_file(name) for name in seen)
+
+
+@lru_cache(maxsize=None)
+def _file_imports(text: str, filename: str, package: str) -> frozenset[str]:
+    """The project's modules a file's text imports anywhere (cached by the text, as `_normalised_text`)."""
+    return frozenset(_imported_modules(ast.walk(ast.parse(text, filename=filename)), package))
 
 
 def job_modules(job: str) -> list[Path]:

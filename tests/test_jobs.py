@@ -1,0 +1,52 @@
+"""The job layer's process costs (docs/design.md §8): a job pays for torch only when it imports it, with its rule's
+threads; the code hashes every Snakemake start computes parse each module once and still follow every edit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from sources import REPO
+
+from evaluate.plumbing.provenance import _normalised_source, job_code_hash
+
+PROBE = """
+import sys
+from evaluate.jobs import torch_threads
+torch_threads(1)
+import evaluate.jobs.ledger, json, numpy
+print("torch" in sys.modules)
+torch_threads(1)  # asked again before the import: still one waiting setting
+import torch
+print(torch.get_num_threads())
+torch_threads(3)
+print(torch.get_num_threads())
+"""
+
+
+def test_torch_is_loaded_only_when_a_job_imports_it_and_then_runs_with_the_rules_threads():
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=REPO, check=True,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}).stdout.split()
+    assert out == ["False", "1", "3"]
+
+
+def test_the_normalised_source_follows_each_edit_of_a_file_read_again(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f(x):\n    return x + 1\n")
+    first = _normalised_source(module)
+    module.write_text('def f(x):\n    """Says what it does."""\n    return x + 1  # a comment\n')
+    assert _normalised_source(module) == first  # docstrings and comments do not count
+    module.write_text("def f(x):\n    return x + 2\n")
+    assert _normalised_source(module) != first  # the same path, new text: parsed again
+
+
+def test_a_code_hash_is_the_same_in_a_fresh_process():
+    job = "evaluate.jobs.saliency:score_saliency"
+    here = job_code_hash(job, "workflow/scripts/run_job.py")
+    assert job_code_hash(job, "workflow/scripts/run_job.py") == here
+    fresh = subprocess.run(
+        [sys.executable, "-c", "from evaluate.plumbing.provenance import job_code_hash as h; "
+                               f"print(h({job!r}, 'workflow/scripts/run_job.py'))"],
+        capture_output=True, text=True, cwd=REPO, check=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+    ).stdout.strip()
+    assert fresh == here
