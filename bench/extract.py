@@ -135,7 +135,7 @@ def plain_prepare_tokens(model, x: Tensor) -> tuple[Tensor, int]:
     cls = getattr(model, "cls_token", None)
     if cls is not None:
         z = torch.cat((cls.expand(B, -1, -1), z), dim=1)
-    z = z + plain_interpolate_pos_encoding(model, z, W, H)
+    z = z + plain_interpolate_pos_encoding(model, z, H, W)  # the authors' `B, nc, w, h = x.shape`: their w is H
     registers = getattr(model, "register_tokens", None)
     if registers is not None:
         z = torch.cat((z[:, :1], registers.expand(B, -1, -1), z[:, 1:]), dim=1)
