@@ -59,16 +59,15 @@ def write_manifest(*, spec: dict, shard_size: int, out: str | os.PathLike) -> di
     return manifest
 
 
-def _pairs_of(spec: dict, manifest: dict, manifest_file: str | os.PathLike, ids: Sequence[int]):
-    """The pairs of `ids`, checked against the manifest's names (a set changed on disk since is refused)."""
+def _as_listed(pairs, manifest: dict, manifest_file: str | os.PathLike):
+    """The set's pairs (a `SaliencySet`), checked against the manifest's names: a set changed on disk since it was
+    listed is refused, naming the manifest."""
     from evaluate.saliency import SaliencyError
 
-    pairs = open_set(spec).pairs
-    names = [p.name for p in pairs]
-    if names != manifest["names"]:
+    if [p.name for p in pairs.pairs] != manifest["names"]:
         raise SaliencyError(f"{manifest_file}: the set's folders no longer hold the images it lists; delete it "
                             "and re-run so the set is listed again")
-    return [pairs[i] for i in ids]
+    return pairs.pairs
 
 
 def read_shard(*, checkpoint: str, checkpoint_file: str | os.PathLike, which: str, position_rule: str | None,
@@ -90,7 +89,8 @@ def read_shard(*, checkpoint: str, checkpoint_file: str | os.PathLike, which: st
 
     manifest = read_json(manifest_file)
     ids = shard_image_ids(manifest, shard, manifest_file)
-    pairs = _pairs_of(spec, manifest, manifest_file, ids)
+    listed = _as_listed(open_set(spec), manifest, manifest_file)
+    pairs = [listed[i] for i in ids]
     torch.set_num_threads(int(threads))
     loaded = load_backbone(checkpoint_file, which=which, form=FORM, position_rule=position_rule)
     model = loaded.model.eval()
@@ -163,12 +163,12 @@ def score_saliency(scoring: Any, *, spec: dict, manifest_file: str | os.PathLike
     solver = {"bilateral": TOKENCUT_SOLVER.as_record()} if bilateral else {}
 
     def score(pairs) -> Scored:
-        by_name = {p.name: p for p in pairs.pairs}
+        listed = _as_listed(pairs, manifest, manifest_file)
         before, after = SaliencyTally(), SaliencyTally() if bilateral else None
         figure = []
         for shard in shards:
             for k, image_id in enumerate(shard.image_ids):
-                pair = by_name[manifest["names"][image_id]]
+                pair = listed[image_id]
                 img = read_image(pair)
                 levels = read_mask_levels(pair)
                 before.add(mask_at_image_size(shard.grid_mask(k), img.height, img.width), levels)
