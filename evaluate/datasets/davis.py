@@ -23,19 +23,18 @@ mask ("rest").
 
 from __future__ import annotations
 
-import contextlib
 import os
-import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from evaluate import EvaluationError
 from evaluate.plumbing.atomic import atomic_path
 from evaluate.plumbing.provenance import sha256_file, sha256_json
+from evaluate.readings.images import opened_image
 
 RESOLUTION = "480p"  # DAVIS's folder of 480-pixel frames; "Full-Resolution" is the other one DAVIS ships
 FRAME_SUFFIXES = (".jpg", ".jpeg")
@@ -45,7 +44,6 @@ GRAYSCALE_MODES = ("L", "1")
 PALETTE_MODE = "P"
 LABEL_PARTS = ("first", "rest")
 _ORIENTATION = 0x0112  # EXIF tag; values 5..8 swap width and height
-_BROKEN = (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError, struct.error)
 
 
 class VideoDatasetError(EvaluationError):
@@ -93,23 +91,9 @@ def _frames_in(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in FRAME_SUFFIXES)
 
 
-@contextlib.contextmanager
-def _opened(path: Path, what: str) -> Iterator[Image.Image]:
-    """PIL's image of a frame or mask file; a missing, unidentifiable or corrupt file is one line naming it."""
-    try:
-        with Image.open(path) as img:
-            yield img
-    except FileNotFoundError:
-        raise VideoDatasetError(f"{path}: {what} not found") from None
-    except UnidentifiedImageError:
-        raise VideoDatasetError(f"{path}: not an image (PIL cannot identify its format)") from None
-    except _BROKEN as exc:
-        raise VideoDatasetError(f"{path}: corrupt {what}, cannot be read: {exc}") from None
-
-
 def frame_size(path: str | os.PathLike) -> tuple[int, int]:
     """(width, height) of a frame after its EXIF orientation, from the file's header (no decoding)."""
-    with _opened(Path(path), "frame") as img:
+    with opened_image(path, "frame", VideoDatasetError) as img:
         width, height = img.size
         orientation = img.getexif().get(_ORIENTATION, 1)
     return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
@@ -123,7 +107,7 @@ def read_mask(path: str | os.PathLike, *, result: bool = False) -> np.ndarray:
     other mode, a file that is not a PNG, or a corrupt one is a VideoDatasetError naming the file.
     """
     path = Path(path)
-    with _opened(path, "mask") as img:
+    with opened_image(path, "mask", VideoDatasetError) as img:
         img.load()
         mode, fmt = img.mode, img.format
         ids = np.array(img, dtype=np.uint8) if mode in (PALETTE_MODE, *GRAYSCALE_MODES) else None

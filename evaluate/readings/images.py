@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +67,26 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")
 
 
+# what PIL raises on a broken stream or broken metadata, besides OSError (a truncated file)
+BROKEN = (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError, struct.error)
+
+
+@contextlib.contextmanager
+def opened_image(path: str | os.PathLike, what: str, error: type[Exception]) -> Iterator[Image.Image]:
+    """PIL's image of a file (an image, frame or mask: `what`); a missing, unidentifiable or corrupt file, met on
+    opening or while the caller reads it, is one line naming it, raised as `error` (the data set's own class)."""
+    path = Path(path)
+    try:
+        with Image.open(path) as img:
+            yield img
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found") from None
+    except UnidentifiedImageError:
+        raise error(f"{path}: not an image (PIL cannot identify its format)") from None
+    except BROKEN as exc:
+        raise error(f"{path}: corrupt {what}, cannot be read: {exc}") from None
+
+
 def open_rgb(path: str | os.PathLike) -> Image.Image:
     """Open an image file as an RGB PIL image, EXIF orientation applied, fully decoded.
 
@@ -88,7 +110,7 @@ def open_rgb(path: str | os.PathLike) -> Image.Image:
             oriented = ImageOps.exif_transpose(img)
             rgb = to_rgb(oriented)
             rgb.load()
-    except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError, struct.error) as exc:
+    except BROKEN as exc:
         # a broken stream, or broken EXIF metadata met by exif_transpose
         raise ImageError(f"{path}: corrupt or truncated image ({img.format or 'unknown format'}): {exc}") from None
     width, height = rgb.size

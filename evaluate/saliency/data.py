@@ -22,17 +22,14 @@ the sorted [mask file name, sha256 of the file] pairs.
 from __future__ import annotations
 
 import os
-import struct
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.readings.images import to_rgb
+from evaluate.readings.images import opened_image, to_rgb
 from evaluate.saliency import SaliencyError
 
 SET_LAYOUTS = {  # the set's name -> (images folder, masks folder) under its root, as each download unpacks
@@ -43,7 +40,6 @@ SET_LAYOUTS = {  # the set's name -> (images folder, masks folder) under its roo
 }
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 MASK_SUFFIX = ".png"
-_BROKEN = (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError, struct.error)
 
 
 class SaliencyDataError(SaliencyError):
@@ -135,30 +131,16 @@ def open_saliency_set(root: str | os.PathLike | None = None, *, images: str | os
     return SaliencySet(images_dir, masks_dir, tuple(pairs))
 
 
-@contextmanager
-def _opened(path: Path, what: str) -> Iterator[Image.Image]:
-    """PIL's image of an image or mask file; a missing, unidentifiable or corrupt file is one line naming it."""
-    try:
-        with Image.open(path) as img:
-            yield img
-    except FileNotFoundError:
-        raise SaliencyDataError(f"{path}: {what} not found") from None
-    except UnidentifiedImageError:
-        raise SaliencyDataError(f"{path}: not an image (PIL cannot identify its format)") from None
-    except _BROKEN as exc:
-        raise SaliencyDataError(f"{path}: corrupt {what}, cannot be read: {exc}") from None
-
-
 def _decoded(path: Path, what: str) -> Image.Image:
     """The whole file decoded (a truncated or corrupt file fails here)."""
-    with _opened(path, what) as img:
+    with opened_image(path, what, SaliencyDataError) as img:
         img.load()
         return img.copy()
 
 
 def image_size(path: str | os.PathLike) -> tuple[int, int]:
     """(width, height) of an image file as stored, from its header (no decoding)."""
-    with _opened(Path(path), "image") as img:
+    with opened_image(path, "image", SaliencyDataError) as img:
         return img.size
 
 

@@ -130,8 +130,7 @@ class ShardReadings:
             self._masks = data["grid_masks"]
             self._offsets = data["vertex_offsets"]
             self._values = data["vertex_values"]
-        cells = np.cumsum([0] + [gh * gw for gh, gw in self.grids])
-        self._cells = cells
+        self._cells = np.cumsum([0] + [gh * gw for gh, gw in self.grids])
 
     def grid_mask(self, k: int) -> np.ndarray:
         """(gh, gw) bool of the shard's k-th image."""
