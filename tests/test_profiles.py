@@ -239,7 +239,8 @@ def test_slurm_test_s_experiment_file_is_valid_renames_every_data_set_and_is_che
     assert done.returncode == 0, done.stderr
     shipped, config = yaml.safe_load((REPO / "config.yaml").read_text()), yaml.safe_load(experiment.read_text())
     Experiment(load_config(config))  # the schema and the experiment's own checks accept it
-    assert list(config["checkpoints"]) == ["dino-demo"] and config["videos"] == {} and config["attention"] is False
+    assert list(config["checkpoints"]) == ["dino-demo"] and config["attention"] is False
+    assert config["videos"] == config["discovery"] == config["saliency"] == {}
     assert list(config["datasets"]) == [f"slurm-{name}" for name in shipped["datasets"]]
     for name, entry in config["datasets"].items():
         assert f"/{name}/" in entry["images"] and f"/{name}/" in entry["annotations"]
@@ -252,5 +253,53 @@ def test_slurm_test_s_experiment_file_is_valid_renames_every_data_set_and_is_che
         "checkpoint,dataset,role\ndino-demo,slurm-demo-val,eval\ndino-demo,slurm-demo-select,select\n")
     assert bash(f'check_experiment "{run}" "{experiment}"').returncode == 0
     (run / "results" / "demo" / "datasets" / "demo-val").mkdir()
+    refused = bash(f'check_experiment "{run}" "{experiment}"')
+    assert refused.returncode == 1 and "data sets drawn" in refused.stderr, refused.stderr
+    # a run that scored a set of another section that the file does not name (stop 31's SLURM run scored the
+    # shipped demo-ecssd and demo-voc) is refused too
+    (run / "results" / "demo" / "datasets" / "demo-val").rmdir()
+    with open(run / "results" / "ledger" / "scores.csv", "a") as handle:
+        handle.write("dino-demo,demo-ecssd,eval\n")
+    refused = bash(f'check_experiment "{run}" "{experiment}"')
+    assert refused.returncode == 1 and "scores.csv scores the data sets" in refused.stderr, refused.stderr
+
+
+def test_slurm_test_s_whole_experiment_renames_the_sets_of_every_section(tmp_path):
+    """SLURM_TEST_CHECKPOINTS=all keeps the video, discovery and saliency sets: each is renamed with its folders,
+    and check_experiment counts them among the file's sets, drawn and scored."""
+    import sys
+
+    from evaluate.experiment import Experiment, load_config
+
+    functions = slurm_test_function("write_test_config") + "\n" + slurm_test_function("check_experiment")
+    experiment = tmp_path / "experiment.yaml"
+    env = {"VENV": str(Path(sys.executable).parent.parent), "CHECKPOINTS": "all"}
+
+    def bash(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", f"set -euo pipefail\n{functions}\n{command}"], capture_output=True,
+                              text=True, env={**os.environ, **env}, check=False)
+
+    done = bash(f'write_test_config "{REPO / "config.yaml"}" "{experiment}"')
+    assert done.returncode == 0, done.stderr
+    shipped, config = yaml.safe_load((REPO / "config.yaml").read_text()), yaml.safe_load(experiment.read_text())
+    Experiment(load_config(config))
+    folders = {"datasets": "datasets", "videos": "videos", "discovery": "discovery", "saliency": "saliency"}
+    run = tmp_path / "run"
+    rows = ["checkpoint,dataset,role"]
+    for section, folder in folders.items():
+        assert shipped[section], section  # the shipped demo has a set in every section
+        assert list(config[section]) == [f"slurm-{name}" for name in shipped[section]], section
+        for name, entry in config[section].items():
+            old = name.removeprefix("slurm-")
+            for key, value in entry.items():
+                if isinstance(value, str) and f"/{old}" in shipped[section][old][key]:
+                    assert value == shipped[section][old][key].replace(f"/{old}", f"/{name}"), (name, key)
+            (run / "results" / "demo" / folder / name).mkdir(parents=True)
+            rows += [f"{checkpoint},{name},eval" for checkpoint in config["checkpoints"]]
+    (run / "results" / "ledger").mkdir(parents=True)
+    (run / "results" / "ledger" / "scores.csv").write_text("\n".join(rows) + "\n")
+    passed = bash(f'check_experiment "{run}" "{experiment}"')
+    assert passed.returncode == 0, passed.stderr
+    (run / "results" / "demo" / "saliency" / "demo-ecssd").mkdir()
     refused = bash(f'check_experiment "{run}" "{experiment}"')
     assert refused.returncode == 1 and "data sets drawn" in refused.stderr, refused.stderr

@@ -25,16 +25,16 @@
 # FILE, which the SLURM jobs are handed too), while the snapshot's config.yaml stays the shipped demo: FILE is the
 # demo cut to the checkpoints SLURM_TEST_CHECKPOINTS (default: one ViT-S/16; every checkpoint runs the same rules,
 # so a second one adds SLURM jobs, not SLURM paths; every architecture and file format is tested by `make test`), to
-# one feature shard per data set, without the video and attention readings (their rules are of the same kinds, a
-# Snakemake checkpoint and per-shard jobs, and `make test` runs each through the workflow), and with every data set
-# renamed `slurm-<name>`: each SLURM job pays Snakemake's start-up inside it, so two runs of the whole demo take
+# one feature shard per data set, without the video, discovery, saliency and attention readings (their rules are of
+# the same kinds, a Snakemake checkpoint and per-shard jobs, and `make test` runs each through the workflow), and
+# with every data set of every section renamed `slurm-<name>`: each SLURM job pays Snakemake's start-up inside it, so two runs of the whole demo take
 # longer than CI allows, and exercise no other SLURM path. After each run, check_experiment fails unless exactly
 # FILE's data sets were drawn and scored for exactly its checkpoints: a job that merged config.yaml back in (as
 # Snakemake 9.27's jobs did under --replace-workflow-config, which it does not hand them) would see the demo's
 # `demo-*` data sets beside the renamed ones, and its other checkpoints.
 #
 # Environment: VENV (default .venv, relative to the repository), SLURM_TEST_CHECKPOINTS (space-separated demo
-# checkpoint names; "all" keeps every checkpoint, the videos and attention), SLURM_TEST_TIMEOUT (s, the SLURM run,
+# checkpoint names; "all" keeps every checkpoint, the video, discovery and saliency sets and attention), SLURM_TEST_TIMEOUT (s, the SLURM run,
 # default 2400), LOCAL_TEST_TIMEOUT (s, the local run, default 900), CORES (local run, default 2), SLURM_TEST_KEEP=1
 # keeps the scratch directory after a success (it is always kept after a failure), SLURM_TEST_KEEP_CLUSTER=1 leaves
 # SLURM running.
@@ -130,6 +130,7 @@ import sys
 
 import yaml
 
+SECTIONS = ("datasets", "videos", "discovery", "saliency")  # every section that names data sets
 source, target, names = sys.argv[1], sys.argv[2], sys.argv[3].split()
 with open(source) as handle:
     config = yaml.safe_load(handle)
@@ -144,15 +145,18 @@ if names != ["all"]:
     sizes = [entry["demo"]["n_images"] for entry in config.get("datasets", {}).values() if "demo" in entry]
     if sizes:
         config["features"]["shard_size"] = max(sizes)
-    config["videos"] = {}
+    for section in ("videos", "discovery", "saliency"):
+        config[section] = {}
     config["attention"] = False
-renamed = {}
-for name, entry in config["datasets"].items():
-    new = f"slurm-{name}"
-    for key in ("images", "annotations"):
-        entry[key] = entry[key].replace(f"/{name}/", f"/{new}/")
-    renamed[new] = entry
-config["datasets"] = renamed
+for section in SECTIONS:
+    renamed = {}
+    for name, entry in (config.get(section) or {}).items():
+        new = f"slurm-{name}"
+        for key, value in entry.items():
+            if isinstance(value, str):
+                entry[key] = (value + "/").replace(f"/{name}/", f"/{new}/")[:-1]
+        renamed[new] = entry
+    config[section] = renamed
 with open(target, "w") as handle:
     yaml.safe_dump(config, handle, sort_keys=False)
 EOF
@@ -167,9 +171,16 @@ from pathlib import Path
 import yaml
 
 run, experiment = Path(sys.argv[1]), yaml.safe_load(Path(sys.argv[2]).read_text())
-datasets, checkpoints = set(experiment["datasets"]), set(experiment["checkpoints"])
-evals = {name for name, entry in experiment["datasets"].items() if "eval" in entry["roles"]}
-drawn = {p.name for p in (run / "results/demo/datasets").iterdir() if p.is_dir()}
+# every section that names data sets, and the folder its demo sets are drawn into
+SECTIONS = {"datasets": "datasets", "videos": "videos", "discovery": "discovery", "saliency": "saliency"}
+sets = {section: experiment.get(section) or {} for section in SECTIONS}
+datasets = {name for entries in sets.values() for name in entries}
+checkpoints = set(experiment["checkpoints"])
+# every video, discovery and saliency set is scored; a COCO-style set only in the eval role
+evals = {name for name, entry in sets["datasets"].items() if "eval" in entry["roles"]}
+evals |= {name for section in ("videos", "discovery", "saliency") for name in sets[section]}
+folders = [run / "results/demo" / folder for folder in SECTIONS.values()]
+drawn = {p.name for folder in folders if folder.is_dir() for p in folder.iterdir() if p.is_dir()}
 with open(run / "results/ledger/scores.csv", newline="") as handle:
     rows = list(csv.DictReader(handle))
 scored = {row["dataset"] for row in rows}
