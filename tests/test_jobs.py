@@ -30,6 +30,27 @@ def test_torch_is_loaded_only_when_a_job_imports_it_and_then_runs_with_the_rules
     assert out == ["False", "1", "3"]
 
 
+# What the jobs that list, score from files or build tables import: none of them runs a network, so none pays
+# torch's import (about 2 s of every such job, before this was pinned down).
+LIGHT = """
+import sys
+import evaluate.datasets.coco, evaluate.datasets.davis, evaluate.datasets.boxes, evaluate.saliency.data
+import evaluate.readings.features, evaluate.readings.extraction, evaluate.probe.scores
+import evaluate.outputs.tables, evaluate.outputs.figures, evaluate.scores.decoder, evaluate.discovery.protocol
+from evaluate.ledger.records import _torch_version
+print("torch" in sys.modules)
+recorded = _torch_version()
+import torch
+print(recorded == str(torch.__version__) == _torch_version())
+"""
+
+
+def test_listing_scoring_and_table_modules_do_not_import_torch_and_records_name_its_version_all_the_same():
+    out = subprocess.run([sys.executable, "-c", LIGHT], capture_output=True, text=True, cwd=REPO, check=True,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}).stdout.split()
+    assert out == ["False", "True"]
+
+
 def test_the_normalised_source_follows_each_edit_of_a_file_read_again(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f(x):\n    return x + 1\n")

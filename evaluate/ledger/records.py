@@ -11,6 +11,7 @@ output before a re-run); two different jobs colliding on one path is always an e
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import resource
@@ -156,13 +157,15 @@ def max_rss_mb() -> float:
 
 
 def _torch_version() -> str:
+    """torch's version, read from its installed metadata when the job never imported it (the same string as
+    `torch.__version__`, without the seconds an import costs a job that only scores from files)."""
     module = sys.modules.get("torch")
-    if module is None:
-        try:
-            import torch as module  # noqa: PLC0415
-        except ImportError:
-            return "none"
-    return str(module.__version__)
+    if module is not None:
+        return str(module.__version__)
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
 
 def make_record(
     *,

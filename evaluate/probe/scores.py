@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
-import torch
 
 from evaluate.probe import ProbeError
 from evaluate.probe.labels import IGNORE, SIZE, label_map, label_map224, patch_labels
-from evaluate.probe.linear import LinearProbe
+
+if TYPE_CHECKING:  # the tables job reads per-class IoU from records here and never runs a probe: no torch import
+    from evaluate.probe.linear import LinearProbe
 
 
 def confusion(true: np.ndarray, pred: np.ndarray, n_classes: int) -> np.ndarray:
@@ -52,6 +53,8 @@ def token_grid(n_patches: int) -> int:
 def predict_map224(logits: np.ndarray) -> np.ndarray:
     """Patch logits (N224, C) -> predicted classes int64 (224, 224): the (g, g) grid bilinearly upsampled
     (align_corners=False), argmax."""
+    import torch  # noqa: PLC0415 (see the module's imports)
+
     lg = torch.as_tensor(np.asarray(logits, dtype=np.float32))
     if lg.ndim != 2:
         raise ProbeError(f"predict_map224: expected logits (N224, C), got {tuple(lg.shape)}")

@@ -27,10 +27,9 @@ import os
 import sys
 from bisect import bisect_right
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
-import torch
 from numpy.lib.format import open_memmap, read_array_header_1_0, read_array_header_2_0, read_magic
 from tqdm import tqdm
 
@@ -41,10 +40,13 @@ from evaluate.readings.images import TRANSFORMS
 from evaluate.readings.geometry import KINDS, Geometry
 from evaluate.plumbing.provenance import code_version, library_versions
 
+if TYPE_CHECKING:  # torch is imported by the functions that run a network: a job that only reads shards or lists
+    import torch  # a shard's images does not pay the seconds its import costs
+
 DTYPES = ("float16", "float32")
 # the network's arithmetic (`features.precision`; the schema holds the default): float32 as it is, the others under
 # torch.autocast with this dtype
-PRECISIONS = {REFERENCE_PRECISION: None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PRECISIONS = {REFERENCE_PRECISION: None, "bfloat16": "bfloat16", "float16": "float16"}
 META = "meta.json"
 IDS = "image_ids.json"
 # meta keys that must agree between the shards of one data set's features
@@ -123,6 +125,8 @@ def extract_inputs(
     for stale in out.glob(".tmp-*"):
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
+    import torch  # noqa: PLC0415 (see the module's imports)
+
     if threads:
         torch.set_num_threads(int(threads))
     model = model.to(device).eval()
@@ -205,6 +209,8 @@ def network_precision(precision: str, device: str) -> contextlib.AbstractContext
     autocast (the position tables, the keys' last projection: `evaluate.networks.vit.float32_island`; LayerNorm,
     which reads the float32 residual stream) is float32 on every device.
     """
+    import torch  # noqa: PLC0415 (see the module's imports)
+
     if precision not in PRECISIONS:
         raise FeatureError(f"features.precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     device_type = torch.device(device).type
@@ -220,7 +226,7 @@ def network_precision(precision: str, device: str) -> contextlib.AbstractContext
         log.warning("features.precision bfloat16: this CPU has no bfloat16 matrix instructions (AVX512-BF16, AMX or "
                     "Arm BF16), so the network runs SLOWER than in float32 here, with the same bfloat16 rounding; "
                     "float32 is faster on this machine")
-    return torch.autocast(device_type, dtype=PRECISIONS[precision])
+    return torch.autocast(device_type, dtype=getattr(torch, PRECISIONS[precision]))
 
 
 def cpu_has_bfloat16_units() -> bool:
@@ -231,6 +237,8 @@ def cpu_has_bfloat16_units() -> bool:
             flags = {flag for line in handle if line.lower().startswith(("flags", "features"))
                      for flag in line.split(":", 1)[1].split()}
     except OSError:
+        import torch  # noqa: PLC0415 (see the module's imports)
+
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
 
@@ -389,6 +397,8 @@ class FeatureReader:
 
 def resolve_device(device: str) -> str:
     """config `features.device` -> a torch device: `auto` is "cuda" where a CUDA device is present, else "cpu"."""
+    import torch  # noqa: PLC0415 (see the module's imports)
+
     from evaluate import ConfigError
 
     if device == "auto":

@@ -20,13 +20,16 @@ import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from evaluate import EvaluationError
 from evaluate.readings.geometry import KEYS480_SIZE, PATCH, TOKENS224_SIZE
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: a job that only lists or opens images (a manifest,
+    import torch  # a scoring job) does not pay the seconds its import costs
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -146,6 +149,8 @@ def normalise_pixels(pixels: np.ndarray, levels: np.ndarray = NORMALISED_LEVELS)
         raise ValueError(f"expected uint8 RGB pixels (..., H, W, 3), got {pixels.dtype} {pixels.shape}")
     index = np.moveaxis(pixels, -1, -3).astype(np.uint16, order="C")  # channel first; level + 256 * channel indexes the table
     index += _CHANNEL_OFFSETS
+    import torch  # noqa: PLC0415 (see the module's imports)
+
     return torch.from_numpy(levels.reshape(-1)[index])
 
 
