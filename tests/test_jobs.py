@@ -3,12 +3,14 @@ threads; the code hashes every Snakemake start computes parse each module once a
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 
 from sources import REPO
 
-from evaluate.plumbing.provenance import _normalised_source, job_code_hash
+from evaluate.plumbing.provenance import _normalised_source, job_code_hash, kept_folder, normalised_digest
 
 PROBE = """
 import sys
@@ -35,7 +37,7 @@ def test_torch_is_loaded_only_when_a_job_imports_it_and_then_runs_with_the_rules
 LIGHT = """
 import sys
 import evaluate.datasets.coco, evaluate.datasets.davis, evaluate.datasets.boxes, evaluate.saliency.data
-import evaluate.readings.features, evaluate.readings.extraction, evaluate.probe.scores
+import evaluate.readings.features, evaluate.readings.extraction, evaluate.readings.inputs, evaluate.probe.scores
 import evaluate.outputs.tables, evaluate.outputs.figures, evaluate.scores.decoder, evaluate.discovery.protocol
 from evaluate.ledger.records import _torch_version
 print("torch" in sys.modules)
@@ -71,3 +73,31 @@ def test_a_code_hash_is_the_same_in_a_fresh_process():
         capture_output=True, text=True, cwd=REPO, check=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
     ).stdout.strip()
     assert fresh == here
+
+
+def test_code_facts_are_kept_by_the_file_s_bytes_read_back_by_another_process_and_never_stale(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    module = tmp_path / "m.py"
+    module.write_text("def f(x):\n    return x + 1  # one\n")
+    digest = normalised_digest(module)
+    assert digest == hashlib.sha256(_normalised_source(module).encode("utf-8")).hexdigest()
+    entry = kept_folder() / "normalised" / hashlib.sha256(module.read_bytes()).hexdigest()
+    assert entry.is_relative_to(tmp_path / "cache") and json.loads(entry.read_text()) == {"value": digest}
+    # another process reads what was kept instead of parsing: a planted value comes back
+    entry.write_text(json.dumps({"value": "0" * 64}))
+    read = subprocess.run(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from evaluate.plumbing.provenance import "
+                               "normalised_digest as d; print(d(Path(sys.argv[1])))", str(module)],
+        capture_output=True, text=True, cwd=REPO, check=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    ).stdout.strip()
+    assert read == "0" * 64
+    # an edit is new bytes, so a new entry: the kept value of the old text is never read for it
+    module.write_text("def f(x):\n    return x + 2\n")
+    assert normalised_digest(module) == hashlib.sha256(_normalised_source(module).encode("utf-8")).hexdigest()
+    assert normalised_digest(module) not in (digest, "0" * 64)
+    # a folder that cannot be written (a read-only HOME) only costs the parse
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file" / "cache"))
+    module.write_text("def f(x):\n    return x + 3\n")
+    assert normalised_digest(module) == hashlib.sha256(_normalised_source(module).encode("utf-8")).hexdigest()

@@ -30,9 +30,10 @@ from evaluate.ledger.openings import opening, openings_path, read_openings, veri
 
 SHARD_FILES = ("keys480.npy", "tokens224.npy", "image_ids.json", "meta.json")
 ALLOWED_OUTPUT_DIRS = ("results", "logs", "benchmarks", ".snakemake")
-# What libraries keep in the user's cache, not the workflow's outputs: Snakemake's source cache (folders only)
-# and matplotlib's font list, built once per HOME when the figures are drawn.
-LIBRARY_CACHES = ("home/.cache/snakemake/", "home/.cache/matplotlib/fontlist-")
+# What is kept in the user's cache, not the workflow's outputs: Snakemake's source cache (folders only),
+# matplotlib's font list, built once per HOME when the figures are drawn, and the code hashes' parsed facts
+# (`evaluate.plumbing.provenance.kept_folder`).
+LIBRARY_CACHES = ("home/.cache/snakemake/", "home/.cache/matplotlib/fontlist-", "home/.cache/labelfree-seg-eval/")
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int, int]]:

@@ -8,16 +8,19 @@ re-runs exactly the jobs whose code changed.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
+import importlib.metadata
+import json
 import os
 import platform
 import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from evaluate.plumbing.atomic import canonical_json
+from evaluate.plumbing.atomic import atomic_path, canonical_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 1 << 20
@@ -68,6 +71,50 @@ def _normalised_text(text: str) -> str:
     return ast.dump(tree, annotate_fields=False, include_attributes=False)
 
 
+KEPT_VERSION = "1"  # bump when what a kept value means changes (`_normalised_text`, the import scan): older
+# entries are then never read
+
+
+def kept_folder() -> Path:
+    """Where the code hashes' parsed facts are kept between processes: `$XDG_CACHE_HOME/labelfree-seg-eval/`
+    (default `~/.cache/...`). Every entry is keyed by the sha256 of a file's bytes, so it can never be stale."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "labelfree-seg-eval" / f"code-facts-v{KEPT_VERSION}"
+
+
+def _kept(kind: str, key: str, compute: Callable[[], Any]) -> Any:
+    """`compute()` (a JSON value), kept under `kept_folder()/kind/key` and read from there the next time, by any
+    process: each job that records its code version, and each Snakemake start (the rules' code hashes), then reads
+    about a hundred small files instead of parsing a hundred modules, about a second per process. A folder that
+    cannot be read or written (a read-only HOME on a cluster node) only costs that second."""
+    if (kind, key) in _KEPT:
+        return _KEPT[kind, key]
+    entry = kept_folder() / kind / key
+    try:
+        value = json.loads(entry.read_text(encoding="utf-8"))["value"]
+    except (OSError, ValueError, KeyError, TypeError):
+        value = compute()
+        with contextlib.suppress(OSError):
+            with atomic_path(entry) as tmp:
+                Path(tmp).write_text(json.dumps({"value": value}), encoding="utf-8")
+    _KEPT[kind, key] = value
+    return value
+
+
+_KEPT: dict[tuple[str, str], Any] = {}  # this process's reads of `_kept`, by the same keys
+
+
+def normalised_digest(path: Path) -> str:
+    """sha256 (hex) of `_normalised_source(path)`, kept by the file's bytes (`_kept`)."""
+    data = path.read_bytes()
+
+    def digest() -> str:
+        text = data.decode("utf-8")
+        return sha256_bytes((text if path.suffix != ".py" else _normalised_text(text)).encode("utf-8"))
+
+    return _kept("normalised", sha256_bytes(data), digest)
+
+
 def source_hash(paths: Iterable[str | os.PathLike]) -> str:
     """A short hash of what the given files or packages *do* (first 16 hex digits of a sha256).
 
@@ -83,7 +130,7 @@ def source_hash(paths: Iterable[str | os.PathLike]) -> str:
     for f in files:
         digest.update(str(f.relative_to(REPO_ROOT)).encode())
         digest.update(b"\0")
-        digest.update(_normalised_source(f).encode("utf-8"))
+        digest.update(normalised_digest(f).encode("ascii"))
         digest.update(b"\0")
     return digest.hexdigest()[:16]
 
@@ -102,8 +149,9 @@ def module_file(name: str) -> Path | None:
     return None
 
 
-def _imported_modules(nodes: Iterable[ast.AST], package: str) -> set[str]:
-    """The project's modules named by the import statements among `nodes` (relative imports resolved)."""
+def _named_modules(nodes: Iterable[ast.AST], package: str) -> list[str]:
+    """Every dotted name the import statements among `nodes` could load (relative imports resolved; `from pkg
+    import x` names both pkg and pkg.x, since x may be a module): sorted, and not yet checked against the tree."""
     found: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -116,7 +164,13 @@ def _imported_modules(nodes: Iterable[ast.AST], package: str) -> set[str]:
                 base = node.module or ""
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)  # `from pkg import module`
-    return {name for name in found if module_file(name) is not None}
+    return sorted(found)
+
+
+def _project_modules(names: Iterable[str]) -> set[str]:
+    """The names that are the project's modules in today's tree (checked each time, never kept: a module added
+    later turns a name into one)."""
+    return {name for name in names if module_file(name) is not None}
 
 
 def _with_parents(name: str) -> list[str]:
@@ -137,25 +191,23 @@ def module_closure(names: Iterable[str]) -> list[Path]:
         seen.add(name)
         path = module_file(name)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for imported in _file_imports(path.read_text(encoding="utf-8"), str(path), package):
+        for imported in _file_imports(path, package):
             todo.extend(_with_parents(imported))
     return sorted(module_file(name) for name in seen)
 
 
-@lru_cache(maxsize=None)
-def _file_imports(text: str, filename: str, package: str) -> frozenset[str]:
-    """The project's modules a file's text imports anywhere (cached by the text, as `_normalised_text`)."""
-    return frozenset(_imported_modules(ast.walk(ast.parse(text, filename=filename)), package))
+def _file_imports(path: Path, package: str) -> set[str]:
+    """The project's modules a file imports anywhere in it (function bodies included)."""
+    data = path.read_bytes()
+    names = _kept("imports", f"{sha256_bytes(data)}-{package}",
+                  lambda: _named_modules(ast.walk(ast.parse(data, filename=str(path))), package))
+    return _project_modules(names)
 
 
-def job_modules(job: str) -> list[Path]:
-    """The files a rule's job executes: `"evaluate.jobs.decoder:decode"` -> the job module, and the closure of the
-    modules its module-level imports, the job function and the module's helper functions it calls import."""
-    module, _, function = job.partition(":")
-    path = module_file(module)
-    if path is None or not function:
-        raise ValueError(f"job {job!r}: expected 'package.module:function' of a module of {', '.join(PACKAGES)}")
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+def _job_imports(path: Path, job: str, function: str, package: str) -> list[str]:
+    """The names imported by the job module's top level, the job function and the module's helper functions it
+    calls, transitively (not yet checked against the tree)."""
+    tree = ast.parse(path.read_bytes(), filename=str(path))
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if function not in functions:
         raise ValueError(f"job {job!r}: {path} defines no function {function!r}")
@@ -169,9 +221,21 @@ def job_modules(job: str) -> list[Path]:
     nodes = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     for name in reached:
         nodes.extend(ast.walk(functions[name]))
+    return _named_modules(nodes, package)
+
+
+def job_modules(job: str) -> list[Path]:
+    """The files a rule's job executes: `"evaluate.jobs.decoder:decode"` -> the job module, and the closure of the
+    modules its module-level imports, the job function and the module's helper functions it calls import."""
+    module, _, function = job.partition(":")
+    path = module_file(module)
+    if path is None or not function:
+        raise ValueError(f"job {job!r}: expected 'package.module:function' of a module of {', '.join(PACKAGES)}")
     package = module.rpartition(".")[0]
+    names = _kept("job-imports", f"{sha256_bytes(path.read_bytes())}-{function}-{package}",
+                  lambda: _job_imports(path, job, function, package))
     parents = _with_parents(package) if package else []
-    return sorted(set(module_closure([*parents, *_imported_modules(nodes, package)])) | {path})
+    return sorted(set(module_closure([*parents, *_project_modules(names)])) | {path})
 
 
 def job_code_hash(job: str, *extra: str | os.PathLike) -> str:
@@ -198,17 +262,25 @@ def code_version() -> str:
     return f"{commit}:{src}"
 
 
+# the libraries whose arithmetic the numbers depend on: module -> its distribution
+LIBRARIES = {"torch": "torch", "numpy": "numpy", "scipy": "scipy", "PIL": "pillow", "pycocotools": "pycocotools",
+             "sklearn": "scikit-learn"}
+
+
 def library_versions() -> dict[str, str]:
-    """Versions of the libraries whose arithmetic the numbers depend on."""
+    """Versions of the libraries whose arithmetic the numbers depend on: an imported module's `__version__`, else
+    its distribution's installed version (the same string, without importing scipy and scikit-learn into a job that
+    never uses them); a library that is not installed is left out."""
     versions = {"python": platform.python_version()}
-    for name in ("torch", "numpy", "scipy", "PIL", "pycocotools", "sklearn"):
+    for name, distribution in LIBRARIES.items():
         module = sys.modules.get(name)
-        if module is None:
+        version = getattr(module, "__version__", None)
+        if version is None:
             try:
-                module = __import__(name)
-            except ImportError:
+                version = importlib.metadata.version(distribution)
+            except importlib.metadata.PackageNotFoundError:
                 continue
-        versions[name] = getattr(module, "__version__", "unknown")
+        versions[name] = str(version)
     return versions
 
 

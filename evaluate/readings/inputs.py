@@ -29,16 +29,18 @@ import os
 import queue
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
-import torch
 from numpy.lib.format import open_memmap
 
 from evaluate import EvaluationError
 from evaluate.plumbing.atomic import atomic_path, write_json
 from evaluate.readings.images import keys480_pixels, normalise_pixels, tokens224_pixels
 from evaluate.readings.geometry import KEYS480_SIZE, TOKENS224_SIZE
+
+if TYPE_CHECKING:  # tensors are made by `normalise_pixels`; the decoding jobs and workers never import torch
+    import torch
 
 log = logging.getLogger("evaluate.readings.inputs")
 
