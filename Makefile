@@ -11,6 +11,9 @@ SNAKEMAKE_ARGS ?=
 # no --configfile is given, so nothing of the demo's entries is merged in, by this process or by a job it submits
 CONFIG ?=
 CONFIG_ARGS := $(if $(CONFIG),--configfile $(CONFIG))
+# `make test`'s pytest-xdist workers (a module's tests run on one): one per CPU by default; TEST_WORKERS=0 runs
+# the suite in this process
+TEST_WORKERS ?= auto
 SMK = $(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) $(CONFIG_ARGS)
 
 .PHONY: setup run dry-run features tables unlock report verify test check lint docs bench slurm-test clean help
@@ -66,7 +69,7 @@ verify: setup
 	$(PY) -m evaluate.ledger verify results/ledger
 
 test: setup
-	$(PY) -m pytest -q -rs --durations=30
+	$(PY) -m pytest -q -rs --durations=30 -n $(TEST_WORKERS) --dist loadscope
 
 lint: setup
 	$(PY) .ci/lint.py $(SNAKEMAKE)

@@ -1,14 +1,42 @@
-"""Shared fixtures: where the real data lives, and a skip with a reason where it does not."""
+"""Shared fixtures: where the real data lives, and a skip with a reason where it does not.
+
+`make test` spreads the suite over pytest-xdist's workers by module (`-n auto --dist loadscope`), so a module's
+module-scoped fixtures run once; the session fixtures that take a minute or more (`built_once`) are built by the
+first worker that needs them and read by the others."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 import sources
 from sources import COCO_MINI
 from workspace import finished_workspace
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder `build(folder)` filled once per test session, whatever the number of xdist workers: the first worker
+    to ask builds it under a lock in the session's shared temporary folder, the others wait for it or find it done.
+    A build that fails leaves no mark, so the next worker to ask builds it again."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    shared = tmp_path_factory.getbasetemp().parent
+    folder, done = shared / name, shared / f"{name}.built"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -47,17 +75,22 @@ def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
     from evaluate.datasets.coco import CocoDataset
     from evaluate.readings.features import extract_shard
 
-    root = tmp_path_factory.mktemp("coco_mini_features")
+    splits = {"val": "annotations.json", "train": "annotations_train.json"}
+    datasets = {split: CocoDataset(coco_mini / "images", coco_mini / name) for split, name in splits.items()}
+    manifests = {split: dataset.manifest(32) for split, dataset in datasets.items()}
+
+    def extract(root: Path) -> None:
+        for split, dataset in datasets.items():
+            manifest = manifests[split]
+            for n, ids in enumerate(manifest["shards"]):
+                extract_shard(seeded_backbone, dataset, ids, root / split / f"{n:03d}", batch_size=8,
+                              dtype="float16", precision="float32", meta={"manifest_sha256": manifest["manifest_sha256"]})
+
+    root = built_once(tmp_path_factory, "coco_mini_features", extract)
     out = {}
-    for split, annotations_file in (("val", "annotations.json"), ("train", "annotations_train.json")):
-        dataset = CocoDataset(coco_mini / "images", coco_mini / annotations_file)
-        manifest = dataset.manifest(32)
-        dirs = [
-            extract_shard(seeded_backbone, dataset, ids, root / split / f"{n:03d}", batch_size=8, dtype="float16",
-                          precision="float32", meta={"manifest_sha256": manifest["manifest_sha256"]})
-            for n, ids in enumerate(manifest["shards"])
-        ]
-        out[split] = (dataset, manifest, dirs)
+    for split, dataset in datasets.items():
+        manifest = manifests[split]
+        out[split] = (dataset, manifest, [root / split / f"{n:03d}" for n in range(len(manifest["shards"]))])
     return out
 
 
@@ -65,6 +98,19 @@ def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
 def finished_template(tmp_path_factory) -> Path:
     """The root of a workspace.Workspace after a full run of its tiny experiment with one checkpoint, `a`: run
     once per session; the workflow tests each work on a copy (`Workspace(root, template=...)`)."""
-    root = tmp_path_factory.mktemp("finished-template")
-    finished_workspace(root)
-    return root
+    return built_once(tmp_path_factory, "finished-template", finished_workspace)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def matplotlib_cache(tmp_path_factory):
+    """One matplotlib configuration folder for the session's workflow runs: a job keeps its font list in the working
+    folder's .snakemake/ (`evaluate.jobs.run_job`) unless MPLCONFIGDIR names one, and building it costs seconds in
+    every new working folder. Tests that watch what a run writes set their own environment."""
+    folder = tmp_path_factory.mktemp("matplotlib")
+    previous = os.environ.get("MPLCONFIGDIR")
+    os.environ["MPLCONFIGDIR"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("MPLCONFIGDIR", None)
+    else:
+        os.environ["MPLCONFIGDIR"] = previous
