@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
@@ -213,6 +214,28 @@ def slurm_test_function(name: str) -> str:
     return match.group(0)
 
 
+def written_test_config(tmp_path: Path, checkpoints: str) -> tuple[Callable[[str], subprocess.CompletedProcess], Path]:
+    """slurm-test.sh's write_test_config run on the shipped config.yaml with SLURM_TEST_CHECKPOINTS=`checkpoints`,
+    the file checked valid by the schema and the experiment's own checks; returns a runner of bash commands with
+    its functions defined, and the file."""
+    import sys
+
+    from evaluate.experiment import Experiment, load_config
+
+    functions = slurm_test_function("write_test_config") + "\n" + slurm_test_function("check_experiment")
+    experiment = tmp_path / "experiment.yaml"
+    env = {"VENV": str(Path(sys.executable).parent.parent), "CHECKPOINTS": checkpoints}
+
+    def bash(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", f"set -euo pipefail\n{functions}\n{command}"], capture_output=True,
+                              text=True, env={**os.environ, **env}, check=False)
+
+    done = bash(f'write_test_config "{REPO / "config.yaml"}" "{experiment}"')
+    assert done.returncode == 0, done.stderr
+    Experiment(load_config(yaml.safe_load(experiment.read_text())))
+    return bash, experiment
+
+
 def test_slurm_test_names_its_experiment_with_a_config_file_on_both_runs():
     """Both runs, and the dry run after the SLURM one, get the experiment file; each run is checked against it."""
     text = (SLURM / "slurm-test.sh").read_text()
@@ -223,22 +246,8 @@ def test_slurm_test_names_its_experiment_with_a_config_file_on_both_runs():
 def test_slurm_test_s_experiment_file_is_valid_renames_every_data_set_and_is_checked(tmp_path):
     """The file slurm-test.sh writes from config.yaml: valid, every data set renamed (so a job that merged
     config.yaml back in would see the demo's names), and its check_experiment refuses outputs of other names."""
-    import sys
-
-    from evaluate.experiment import Experiment, load_config
-
-    functions = slurm_test_function("write_test_config") + "\n" + slurm_test_function("check_experiment")
-    experiment = tmp_path / "experiment.yaml"
-    env = {"VENV": str(Path(sys.executable).parent.parent), "CHECKPOINTS": "dino-demo"}
-
-    def bash(command: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "-c", f"set -euo pipefail\n{functions}\n{command}"], capture_output=True,
-                              text=True, env={**os.environ, **env}, check=False)
-
-    done = bash(f'write_test_config "{REPO / "config.yaml"}" "{experiment}"')
-    assert done.returncode == 0, done.stderr
+    bash, experiment = written_test_config(tmp_path, "dino-demo")
     shipped, config = yaml.safe_load((REPO / "config.yaml").read_text()), yaml.safe_load(experiment.read_text())
-    Experiment(load_config(config))  # the schema and the experiment's own checks accept it
     assert list(config["checkpoints"]) == ["dino-demo"] and config["attention"] is False
     assert config["videos"] == config["discovery"] == config["saliency"] == {}
     assert list(config["datasets"]) == [f"slurm-{name}" for name in shipped["datasets"]]
@@ -267,22 +276,8 @@ def test_slurm_test_s_experiment_file_is_valid_renames_every_data_set_and_is_che
 def test_slurm_test_s_whole_experiment_renames_the_sets_of_every_section(tmp_path):
     """SLURM_TEST_CHECKPOINTS=all keeps the video, discovery and saliency sets: each is renamed with its folders,
     and check_experiment counts them among the file's sets, drawn and scored."""
-    import sys
-
-    from evaluate.experiment import Experiment, load_config
-
-    functions = slurm_test_function("write_test_config") + "\n" + slurm_test_function("check_experiment")
-    experiment = tmp_path / "experiment.yaml"
-    env = {"VENV": str(Path(sys.executable).parent.parent), "CHECKPOINTS": "all"}
-
-    def bash(command: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "-c", f"set -euo pipefail\n{functions}\n{command}"], capture_output=True,
-                              text=True, env={**os.environ, **env}, check=False)
-
-    done = bash(f'write_test_config "{REPO / "config.yaml"}" "{experiment}"')
-    assert done.returncode == 0, done.stderr
+    bash, experiment = written_test_config(tmp_path, "all")
     shipped, config = yaml.safe_load((REPO / "config.yaml").read_text()), yaml.safe_load(experiment.read_text())
-    Experiment(load_config(config))
     folders = {"datasets": "datasets", "videos": "videos", "discovery": "discovery", "saliency": "saliency"}
     run = tmp_path / "run"
     rows = ["checkpoint,dataset,role"]
