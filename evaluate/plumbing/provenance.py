@@ -46,8 +46,12 @@ def sha256_json(obj: Any) -> str:
 
 def _normalised_source(path: Path) -> str:
     """The file's syntax tree without docstrings or comments; a file that does not parse is hashed as text."""
-    text = path.read_text(encoding="utf-8")
-    return text if path.suffix != ".py" else _normalised_text(text)
+    return _normalised(path.read_text(encoding="utf-8"), path.suffix)
+
+
+def _normalised(text: str, suffix: str) -> str:
+    """`_normalised_source` of a file's text: a Python file's normalised tree, any other file's text as it is."""
+    return text if suffix != ".py" else _normalised_text(text)
 
 
 @lru_cache(maxsize=None)
@@ -108,11 +112,8 @@ def normalised_digest(path: Path) -> str:
     """sha256 (hex) of `_normalised_source(path)`, kept by the file's bytes (`_kept`)."""
     data = path.read_bytes()
 
-    def digest() -> str:
-        text = data.decode("utf-8")
-        return sha256_bytes((text if path.suffix != ".py" else _normalised_text(text)).encode("utf-8"))
-
-    return _kept("normalised", sha256_bytes(data), digest)
+    return _kept("normalised", sha256_bytes(data),
+                 lambda: sha256_bytes(_normalised(data.decode("utf-8"), path.suffix).encode("utf-8")))
 
 
 def source_hash(paths: Iterable[str | os.PathLike]) -> str:
