@@ -278,10 +278,9 @@ def test_slurm_test_s_whole_experiment_renames_the_sets_of_every_section(tmp_pat
     and check_experiment counts them among the file's sets, drawn and scored."""
     bash, experiment = written_test_config(tmp_path, "all")
     shipped, config = yaml.safe_load((REPO / "config.yaml").read_text()), yaml.safe_load(experiment.read_text())
-    folders = {"datasets": "datasets", "videos": "videos", "discovery": "discovery", "saliency": "saliency"}
     run = tmp_path / "run"
     rows = ["checkpoint,dataset,role"]
-    for section, folder in folders.items():
+    for section in ("datasets", "videos", "discovery", "saliency"):  # each drawn into results/demo/<section>/
         assert shipped[section], section  # the shipped demo has a set in every section
         assert list(config[section]) == [f"slurm-{name}" for name in shipped[section]], section
         for name, entry in config[section].items():
@@ -289,7 +288,7 @@ def test_slurm_test_s_whole_experiment_renames_the_sets_of_every_section(tmp_pat
             for key, value in entry.items():
                 if isinstance(value, str) and f"/{old}" in shipped[section][old][key]:
                     assert value == shipped[section][old][key].replace(f"/{old}", f"/{name}"), (name, key)
-            (run / "results" / "demo" / folder / name).mkdir(parents=True)
+            (run / "results" / "demo" / section / name).mkdir(parents=True)
             rows += [f"{checkpoint},{name},eval" for checkpoint in config["checkpoints"]]
     (run / "results" / "ledger").mkdir(parents=True)
     (run / "results" / "ledger" / "scores.csv").write_text("\n".join(rows) + "\n")

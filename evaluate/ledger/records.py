@@ -11,7 +11,6 @@ output before a re-run); two different jobs colliding on one path is always an e
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import resource
@@ -26,7 +25,7 @@ from evaluate.ledger import LedgerError
 from evaluate.scores.measures import MEASURE_FIELDS, REDUCERS
 from evaluate.plumbing.paths import RECORD_IN_LEDGER
 from evaluate.plumbing.provenance import code_version as _code_version
-from evaluate.plumbing.provenance import sha256_json
+from evaluate.plumbing.provenance import library_version, sha256_json
 
 # sweep on select, the others on eval; beside these, each box decoder's name is the kind of its CorLoc records (§12)
 KINDS = ("sweep", "decoder", "probe", "video", "attention")
@@ -157,15 +156,8 @@ def max_rss_mb() -> float:
 
 
 def _torch_version() -> str:
-    """torch's version, read from its installed metadata when the job never imported it (the same string as
-    `torch.__version__`, without the seconds an import costs a job that only scores from files)."""
-    module = sys.modules.get("torch")
-    if module is not None:
-        return str(module.__version__)
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
+    """torch's version (`library_version`: a job that only scores from files does not import torch for it)."""
+    return library_version("torch") or "none"
 
 def make_record(
     *,

@@ -111,7 +111,6 @@ _KEPT: dict[tuple[str, str], Any] = {}  # this process's reads of `_kept`, by th
 def normalised_digest(path: Path) -> str:
     """sha256 (hex) of `_normalised_source(path)`, kept by the file's bytes (`_kept`)."""
     data = path.read_bytes()
-
     return _kept("normalised", sha256_bytes(data),
                  lambda: sha256_bytes(_normalised(data.decode("utf-8"), path.suffix).encode("utf-8")))
 
@@ -205,10 +204,10 @@ def _file_imports(path: Path, package: str) -> set[str]:
     return _project_modules(names)
 
 
-def _job_imports(path: Path, job: str, function: str, package: str) -> list[str]:
-    """The names imported by the job module's top level, the job function and the module's helper functions it
-    calls, transitively (not yet checked against the tree)."""
-    tree = ast.parse(path.read_bytes(), filename=str(path))
+def _job_imports(data: bytes, path: Path, job: str, function: str, package: str) -> list[str]:
+    """The names imported by the job module's top level (its bytes `data`, read from `path`), the job function and
+    the module's helper functions it calls, transitively (not yet checked against the tree)."""
+    tree = ast.parse(data, filename=str(path))
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if function not in functions:
         raise ValueError(f"job {job!r}: {path} defines no function {function!r}")
@@ -233,8 +232,9 @@ def job_modules(job: str) -> list[Path]:
     if path is None or not function:
         raise ValueError(f"job {job!r}: expected 'package.module:function' of a module of {', '.join(PACKAGES)}")
     package = module.rpartition(".")[0]
-    names = _kept("job-imports", f"{sha256_bytes(path.read_bytes())}-{function}-{package}",
-                  lambda: _job_imports(path, job, function, package))
+    data = path.read_bytes()
+    names = _kept("job-imports", f"{sha256_bytes(data)}-{function}-{package}",
+                  lambda: _job_imports(data, path, job, function, package))
     parents = _with_parents(package) if package else []
     return sorted(set(module_closure([*parents, *_project_modules(names)])) | {path})
 
@@ -268,20 +268,26 @@ LIBRARIES = {"torch": "torch", "numpy": "numpy", "scipy": "scipy", "PIL": "pillo
              "sklearn": "scikit-learn"}
 
 
+def library_version(name: str) -> str | None:
+    """The version of one of LIBRARIES (by module name): the imported module's `__version__`, else its
+    distribution's installed version (the same string, without importing torch, scipy or scikit-learn into a job
+    that never uses them); None when it is not installed."""
+    version = getattr(sys.modules.get(name), "__version__", None)
+    if version is not None:
+        return str(version)
+    try:
+        return importlib.metadata.version(LIBRARIES[name])
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def library_versions() -> dict[str, str]:
-    """Versions of the libraries whose arithmetic the numbers depend on: an imported module's `__version__`, else
-    its distribution's installed version (the same string, without importing scipy and scikit-learn into a job that
-    never uses them); a library that is not installed is left out."""
+    """Versions of the libraries whose arithmetic the numbers depend on (`library_version`); a library that is not
+    installed is left out."""
     versions = {"python": platform.python_version()}
-    for name, distribution in LIBRARIES.items():
-        module = sys.modules.get(name)
-        version = getattr(module, "__version__", None)
-        if version is None:
-            try:
-                version = importlib.metadata.version(distribution)
-            except importlib.metadata.PackageNotFoundError:
-                continue
-        versions[name] = str(version)
+    for name in LIBRARIES:
+        if (version := library_version(name)) is not None:
+            versions[name] = version
     return versions
 
 

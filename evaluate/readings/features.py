@@ -45,8 +45,8 @@ if TYPE_CHECKING:  # torch is imported by the functions that run a network: a jo
 
 DTYPES = ("float16", "float32")
 # the network's arithmetic (`features.precision`; the schema holds the default): float32 as it is, the others under
-# torch.autocast with this dtype
-PRECISIONS = {REFERENCE_PRECISION: None, "bfloat16": "bfloat16", "float16": "float16"}
+# torch.autocast with the torch dtype of that name
+PRECISIONS = (REFERENCE_PRECISION, "bfloat16", "float16")
 META = "meta.json"
 IDS = "image_ids.json"
 # meta keys that must agree between the shards of one data set's features
@@ -217,7 +217,7 @@ def network_precision(precision: str, device: str) -> contextlib.AbstractContext
     if device_type == "cuda":
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
-    if PRECISIONS[precision] is None:
+    if precision == REFERENCE_PRECISION:
         return contextlib.nullcontext()
     if precision == "float16" and device_type != "cuda":
         raise FeatureError(f"features.precision: float16 runs on CUDA only, and this job's device is {device}; on "
@@ -226,7 +226,7 @@ def network_precision(precision: str, device: str) -> contextlib.AbstractContext
         log.warning("features.precision bfloat16: this CPU has no bfloat16 matrix instructions (AVX512-BF16, AMX or "
                     "Arm BF16), so the network runs SLOWER than in float32 here, with the same bfloat16 rounding; "
                     "float32 is faster on this machine")
-    return torch.autocast(device_type, dtype=getattr(torch, PRECISIONS[precision]))
+    return torch.autocast(device_type, dtype=getattr(torch, precision))
 
 
 def cpu_has_bfloat16_units() -> bool:

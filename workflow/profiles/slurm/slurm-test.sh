@@ -27,17 +27,17 @@
 # so a second one adds SLURM jobs, not SLURM paths; every architecture and file format is tested by `make test`), to
 # one feature shard per data set, without the video, discovery, saliency and attention readings (their rules are of
 # the same kinds, a Snakemake checkpoint and per-shard jobs, and `make test` runs each through the workflow), and
-# with every data set of every section renamed `slurm-<name>`: each SLURM job pays Snakemake's start-up inside it, so two runs of the whole demo take
-# longer than CI allows, and exercise no other SLURM path. After each run, check_experiment fails unless exactly
-# FILE's data sets were drawn and scored for exactly its checkpoints: a job that merged config.yaml back in (as
-# Snakemake 9.27's jobs did under --replace-workflow-config, which it does not hand them) would see the demo's
-# `demo-*` data sets beside the renamed ones, and its other checkpoints.
+# with every data set of every section renamed `slurm-<name>`: each SLURM job pays Snakemake's start-up inside it,
+# so two runs of the whole demo take longer than CI allows, and exercise no other SLURM path. After each run,
+# check_experiment fails unless exactly FILE's data sets were drawn and scored for exactly its checkpoints: a job
+# that merged config.yaml back in (as Snakemake 9.27's jobs did under --replace-workflow-config, which it does not
+# hand them) would see the demo's `demo-*` data sets beside the renamed ones, and its other checkpoints.
 #
 # Environment: VENV (default .venv, relative to the repository), SLURM_TEST_CHECKPOINTS (space-separated demo
-# checkpoint names; "all" keeps every checkpoint, the video, discovery and saliency sets and attention), SLURM_TEST_TIMEOUT (s, the SLURM run,
-# default 2400), LOCAL_TEST_TIMEOUT (s, the local run, default 900), CORES (local run, default 2), SLURM_TEST_KEEP=1
-# keeps the scratch directory after a success (it is always kept after a failure), SLURM_TEST_KEEP_CLUSTER=1 leaves
-# SLURM running.
+# checkpoint names; "all" keeps every checkpoint, the video, discovery and saliency sets and attention),
+# SLURM_TEST_TIMEOUT (s, the SLURM run, default 2400), LOCAL_TEST_TIMEOUT (s, the local run, default 900), CORES
+# (local run, default 2), SLURM_TEST_KEEP=1 keeps the scratch directory after a success (it is always kept after a
+# failure), SLURM_TEST_KEEP_CLUSTER=1 leaves SLURM running.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -171,15 +171,15 @@ from pathlib import Path
 import yaml
 
 run, experiment = Path(sys.argv[1]), yaml.safe_load(Path(sys.argv[2]).read_text())
-# every section that names data sets, and the folder its demo sets are drawn into
-SECTIONS = {"datasets": "datasets", "videos": "videos", "discovery": "discovery", "saliency": "saliency"}
+# every section that names data sets; its demo sets are drawn into results/demo/<section>/
+SECTIONS = ("datasets", "videos", "discovery", "saliency")
 sets = {section: experiment.get(section) or {} for section in SECTIONS}
 datasets = {name for entries in sets.values() for name in entries}
 checkpoints = set(experiment["checkpoints"])
 # every video, discovery and saliency set is scored; a COCO-style set only in the eval role
 evals = {name for name, entry in sets["datasets"].items() if "eval" in entry["roles"]}
 evals |= {name for section in ("videos", "discovery", "saliency") for name in sets[section]}
-folders = [run / "results/demo" / folder for folder in SECTIONS.values()]
+folders = [run / "results/demo" / section for section in SECTIONS]
 drawn = {p.name for folder in folders if folder.is_dir() for p in folder.iterdir() if p.is_dir()}
 with open(run / "results/ledger/scores.csv", newline="") as handle:
     rows = list(csv.DictReader(handle))
