@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Iterable
 
 import numpy as np
-import torch
 from pycocotools import mask as mask_utils
 
 from decoders.registry import DecoderError
@@ -40,6 +39,8 @@ def grid_to_image(mask, height: int, width: int) -> np.ndarray:
             raise DecoderError(f"grid mask must hold only 0/1 or booleans, got dtype {grid.dtype} with other values")
         grid = grid.astype(bool)
     h, w = _check_size(height, width)
+    import torch  # here, not above: the decoder's sweep and eigenvector jobs never resize a mask
+
     values = torch.from_numpy(grid.astype(np.float32))[None, None]
     up = torch.nn.functional.interpolate(values, size=(h, w), mode="bilinear", align_corners=False)
     return (up[0, 0] >= 0.5).numpy()

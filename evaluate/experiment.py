@@ -85,10 +85,11 @@ class Experiment:
     def __post_init__(self) -> None:
         check_config_names(self.config)
         self.checkpoints = checkpoint_table(self.config)
-        from evaluate.demo.checkpoints import CHECKPOINT_FORMATS, DEMO_ARCHITECTURES
+        from evaluate.networks.checkpoints import FORMATS
+        from evaluate.networks.registry import ARCHITECTURES
 
-        for name, checkpoint in self.checkpoints.items():
-            for key, known in (("format", CHECKPOINT_FORMATS), ("architecture", DEMO_ARCHITECTURES)):
+        for name, checkpoint in self.checkpoints.items():  # a demo checkpoint is made in any format and architecture
+            for key, known in (("format", FORMATS), ("architecture", ARCHITECTURES)):
                 if checkpoint.demo is not None and checkpoint.demo[key] not in known:
                     raise ConfigError(f"config.yaml: checkpoints.{name}.demo.{key}: {checkpoint.demo[key]!r} is not "
                                       f"a demo checkpoint {key} (one of {', '.join(known)})")
@@ -198,8 +199,8 @@ class Experiment:
 
     @cached_property
     def propagation(self):
-        """The `video:` settings as `evaluate.video.propagate.PropagationSettings` (its checks, one line each)."""
-        from evaluate.video.propagate import PropagationSettings
+        """The `video:` settings as `evaluate.video.settings.PropagationSettings` (its checks, one line each)."""
+        from evaluate.video.settings import PropagationSettings
 
         try:
             return PropagationSettings.of_config(self.config.get("video", {}))

@@ -39,6 +39,7 @@ import sys
 import evaluate.datasets.coco, evaluate.datasets.davis, evaluate.datasets.boxes, evaluate.saliency.data
 import evaluate.readings.features, evaluate.readings.extraction, evaluate.readings.inputs, evaluate.probe.scores
 import evaluate.outputs.tables, evaluate.outputs.figures, evaluate.scores.decoder, evaluate.discovery.protocol
+import decoders.shards, evaluate.scores.selection, evaluate.video.score, evaluate.video.settings
 from evaluate.ledger.records import _torch_version
 print("torch" in sys.modules)
 recorded = _torch_version()
@@ -51,6 +52,34 @@ def test_listing_scoring_and_table_modules_do_not_import_torch_and_records_name_
     out = subprocess.run([sys.executable, "-c", LIGHT], capture_output=True, text=True, cwd=REPO, check=True,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}).stdout.split()
     assert out == ["False", "True"]
+
+
+# What the workflow's own process does at every start (common.smk): read the experiment, whose demo checkpoints name a
+# format and an architecture checked against the code's own tables. Importing torch for them had cost 2.9 s of
+# every Snakemake start, dry runs included.
+PLANNER = """
+import sys
+import yaml
+from snakemake.utils import validate
+from evaluate.experiment import Experiment
+from evaluate import ConfigError
+config = yaml.safe_load(open("config.yaml"))
+validate(config, schema="workflow/schemas/config.schema.yaml")
+experiment = Experiment(config)
+print("torch" in sys.modules, sorted({c.demo["architecture"] for c in experiment.checkpoints.values()}))
+config["checkpoints"]["xcit-demo"]["demo"]["architecture"] = "xcit-s12-8"
+try:
+    Experiment(config)
+except ConfigError as exc:
+    print(str(exc).split(":")[1].strip(), "torch" in sys.modules)
+"""
+
+
+def test_the_workflow_s_own_process_checks_demo_architectures_without_importing_torch():
+    out = subprocess.run([sys.executable, "-c", PLANNER], capture_output=True, text=True, cwd=REPO, check=True,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}).stdout.splitlines()
+    assert out[0].startswith("False [") and "'vit-s16'" in out[0] and "'xcit-s12-16'" in out[0]
+    assert out[1] == "checkpoints.xcit-demo.demo.architecture False"
 
 
 def test_the_normalised_source_follows_each_edit_of_a_file_read_again(tmp_path):

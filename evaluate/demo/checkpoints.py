@@ -38,8 +38,6 @@ from evaluate.networks.registry import ARCHITECTURES, REGISTRY
 from evaluate.plumbing.atomic import atomic_path
 
 DINOV2_CHUNKS = 4  # DINOv2's `block_chunks`: its trainer splits the blocks four ways
-CHECKPOINT_FORMATS = FORMATS  # "dinov2-train", "dino-train", "selfpatch-train", "deit3", "classifier", "dino-backbone", "backbone"
-DEMO_ARCHITECTURES = ARCHITECTURES  # every entry of the registry (docs/design.md §9, §11)
 
 # (backbone, layout) -> the backbone's full form in that layout (`evaluate.networks.forms.LAYOUTS`), in the naming asked
 Full = Callable[[Mapping[str, Tensor], str], dict[str, Tensor]]
@@ -210,10 +208,10 @@ def make_demo_checkpoint(path: str | os.PathLike, fmt: str, seed: int, architect
     The weights are random: meaningless for science, they only exercise the pipeline. The global torch random
     state is left as it was.
     """
-    if fmt not in CHECKPOINT_FORMATS:
-        raise DemoError(f"checkpoint format must be one of {', '.join(CHECKPOINT_FORMATS)}, got {fmt!r}")
-    if architecture not in DEMO_ARCHITECTURES:
-        raise DemoError(f"demo architecture must be one of {', '.join(DEMO_ARCHITECTURES)}, got {architecture!r}")
+    if fmt not in FORMATS:
+        raise DemoError(f"checkpoint format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if architecture not in ARCHITECTURES:
+        raise DemoError(f"demo architecture must be one of {', '.join(ARCHITECTURES)}, got {architecture!r}")
     save_backbone(demo_network(architecture, seed), path, fmt, naming=REGISTRY[architecture].variants[0])
     return Path(path)
 
@@ -231,9 +229,9 @@ def demo_network(architecture: str, seed: int) -> nn.Module:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluate.demo.checkpoints", description=__doc__.split("\n\n")[0])
     parser.add_argument("out")
-    parser.add_argument("--format", required=True, choices=CHECKPOINT_FORMATS)
+    parser.add_argument("--format", required=True, choices=FORMATS)
     parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--architecture", required=True, choices=DEMO_ARCHITECTURES)
+    parser.add_argument("--architecture", required=True, choices=ARCHITECTURES)
     args = parser.parse_args(argv)
     return print_made(lambda: make_demo_checkpoint(args.out, args.format, args.seed, args.architecture))
 

@@ -3,13 +3,16 @@ hold and the converters to our backbone form (`forms`), the architecture registr
 checkpoint files into a backbone (`checkpoints`).
 
 This module holds what the whole package shares and what other packages may name without importing torch: the
-error of an unsupported architecture, the architecture and network fields every record carries, the reference precision, and
-how a message lists keys.
+error of an unsupported architecture, the architecture and network fields every record carries, the reference
+precision, the forms and Aug-ViT's modes, how a message lists keys, and a tensor test that needs no torch. The registry,
+the converters and the checkpoint reader import torch only inside the functions that build a network or read a
+weight, so the workflow's own process checks a config's architectures and formats without it.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+import sys
+from typing import Any, Iterable
 
 from evaluate import EvaluationError
 
@@ -26,10 +29,18 @@ IDENTITY_FIELDS = ARCHITECTURE_FIELDS + NETWORK_FIELDS
 # one the video and attention readings always use, and what a record older than the field ran in.
 REFERENCE_PRECISION = "float32"
 SHOW_KEYS = 5  # how many offending keys a message lists before counting the rest
+FORMS = ("backbone", "released")  # the network's form (docs/design.md §11): `features.form`
+AUG_MODES = ("linear", "circulant", "linear2", "circulant2")  # the authors' `augvit_small_<mode>` (docs/design.md §9.3)
 
 
 class ArchitectureError(EvaluationError):
     """A state dict of an architecture that is not supported, or whose keys contradict each other."""
+
+
+def is_tensor(value: Any) -> bool:
+    """Whether `value` is a torch tensor, without importing torch: where torch was never imported, nothing is one."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
 
 
 def describe_keys(keys: Iterable[str]) -> str:

@@ -57,13 +57,9 @@ import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
-import safetensors
-import safetensors.torch
-import torch
-from torch import Tensor, nn
 
 from evaluate import EvaluationError
 from evaluate.networks import ArchitectureError, describe_keys
@@ -71,6 +67,9 @@ from evaluate.networks import registry as architectures
 from evaluate.networks.forms import unchunked
 from evaluate.networks.registry import Identified
 from evaluate.plumbing.provenance import sha256_file
+
+if TYPE_CHECKING:  # torch is imported where a file is read (the registry's own note says why)
+    from torch import Tensor, nn
 
 log = logging.getLogger("evaluate.networks.checkpoints")
 
@@ -165,6 +164,8 @@ def _refused_global(message: str) -> str | None:
 
 
 def _read_safetensors(path: Path) -> dict[str, Any]:
+    import safetensors.torch
+
     try:
         flat = safetensors.torch.load_file(str(path), device="cpu")
     except Exception as exc:  # safetensors raises its own error types for truncated or malformed files
@@ -173,6 +174,8 @@ def _read_safetensors(path: Path) -> dict[str, Any]:
 
 
 def _read_torch(path: Path) -> Any:
+    import torch
+
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
             return torch.load(path, map_location="cpu", weights_only=True)

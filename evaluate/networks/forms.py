@@ -15,12 +15,13 @@ Per architecture:
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-import torch
-from torch import Tensor
+from evaluate.networks import ArchitectureError, describe_keys, is_tensor
 
-from evaluate.networks import ArchitectureError, describe_keys, vit
+if TYPE_CHECKING:  # torch is imported where a tensor is made (the registry's own note says why)
+    import torch
+    from torch import Tensor
 
 # A full form's layout: "dino" (class token, a class row in a 1 + g^2-row position table, final norm; XCiT: its two
 # class-attention blocks), "deit3" (as dino, but the g^2-row table unchanged, and a 1000-class head), "classifier"
@@ -67,6 +68,8 @@ def _renamed(state: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, An
 
 
 def _head(dim: int, gen: torch.Generator) -> dict[str, Tensor]:
+    import torch
+
     return {"head.weight": torch.randn(HEAD_CLASSES, dim, generator=gen) * 0.02, "head.bias": torch.zeros(HEAD_CLASSES)}
 
 
@@ -79,7 +82,9 @@ def _vit_released(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     row folded into `cls_token`), a zero class row is put in, so the class token's input is unchanged."""
     taken, dropped = _drop(state, lambda key: key in UNUSED_EXTRAS)
     pos = taken.get("pos_embed")
-    if ("cls_token" in taken and isinstance(pos, Tensor) and pos.ndim == 3 and not _is_class_row_table(pos.shape[1])):
+    if ("cls_token" in taken and is_tensor(pos) and pos.ndim == 3 and not _is_class_row_table(pos.shape[1])):
+        import torch
+
         taken["pos_embed"] = torch.cat([torch.zeros_like(pos[:, :1]), pos], dim=1)
     return taken, dropped
 
@@ -87,7 +92,7 @@ def _vit_released(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
 def has_class_row(state: Mapping[str, Any]) -> bool:
     """Whether a file's own position table holds a class row (1 + g^2 rows), before `_vit_released` adds one."""
     pos = state.get("pos_embed")
-    return isinstance(pos, Tensor) and pos.ndim == 3 and _is_class_row_table(pos.shape[1])
+    return is_tensor(pos) and pos.ndim == 3 and _is_class_row_table(pos.shape[1])
 
 
 def backbone_of(released: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -95,7 +100,7 @@ def backbone_of(released: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
     and final norm out, and row 0 of a 1 + g^2-row table (the class position) out."""
     taken, dropped = _drop(released, lambda key: key in CLASS_EXTRAS or key == "register_tokens")
     pos = taken.get("pos_embed")
-    if "cls_token" in released and isinstance(pos, Tensor) and pos.ndim == 3 and _is_class_row_table(pos.shape[1]):
+    if "cls_token" in released and is_tensor(pos) and pos.ndim == 3 and _is_class_row_table(pos.shape[1]):
         taken["pos_embed"] = pos[:, 1:]
         dropped.append("pos_embed[0]")
     return taken, dropped
@@ -107,6 +112,8 @@ def _vit_full_form(backbone: Mapping[str, Tensor], layout: str) -> dict[str, Ten
     out = dict(backbone)
     if layout == "backbone":
         return out
+    import torch
+
     dim = backbone["pos_embed"].shape[-1]
     gen = torch.Generator().manual_seed(1)
     out["cls_token"] = torch.randn(1, 1, dim, generator=gen) * 0.02
@@ -170,9 +177,13 @@ def aug_index_keys(state: Mapping[str, Any]) -> list[str]:
 def augvit_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
     """Aug-ViT: each stored `index_matrix` must equal the formula (`vit.circulant_index_matrix`) and is then dropped
     (the network derives it); a file without them loads. Then as plain."""
+    import torch
+
+    from evaluate.networks import vit
+
     expected = vit.circulant_index_matrix(vit.EMBED_DIM, vit.AUG_BLOCKS)
     stored = aug_index_keys(state)
-    bad = [key for key in stored if not isinstance(state[key], Tensor) or state[key].shape != expected.shape
+    bad = [key for key in stored if not is_tensor(state[key]) or state[key].shape != expected.shape
            or not torch.equal(state[key].long(), expected)]
     if bad:
         raise ArchitectureError(
@@ -186,6 +197,8 @@ def augvit_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str
 
 def augvit_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) -> dict[str, Tensor]:
     """As the authors' code saves it: with every circulant projection's `index_matrix` (384, 384) int64."""
+    from evaluate.networks import vit
+
     out = _vit_full_form(backbone, layout)
     for key in list(out):
         if key.startswith("blocks.") and key.endswith(".weight_list"):
@@ -212,6 +225,8 @@ def xcit_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str, 
         old, new = XCIT_TIMM_POS
         taken = {(new + key[len(old):] if key.startswith(old) else key): value for key, value in taken.items()}
     for key in [k for k in taken if k.endswith(".running_var")]:
+        import torch
+
         counter = key[: -len("running_var")] + "num_batches_tracked"
         taken.setdefault(counter, torch.tensor(0, dtype=torch.long))
     return taken, dropped
@@ -219,6 +234,8 @@ def xcit_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str, 
 
 def _xcit_class_attention(dim: int, gen: torch.Generator, variant: str) -> dict[str, Tensor]:
     """Two seeded class-attention blocks as the authors' code names them (timm splits qkv into q, k, v)."""
+    import torch
+
     out: dict[str, Tensor] = {}
     for j in range(2):
         p = f"cls_attn_blocks.{j}."
@@ -247,6 +264,8 @@ def _xcit_class_attention(dim: int, gen: torch.Generator, variant: str) -> dict[
 def xcit_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) -> dict[str, Tensor]:
     """XCiT as DINO released it: class token, two class-attention blocks, final norm (seeded, 1), and a 1000-class
     head in the layouts that have one; timm naming on request. There is no position table to give a class row."""
+    import torch
+
     dim = backbone["pos_embeder.token_projection.bias"].shape[0]
     gen = torch.Generator().manual_seed(1)
     out = dict(backbone)
@@ -282,7 +301,7 @@ def recognise_dinov2(state: Mapping[str, Any]) -> str | None:
     names: `register_tokens`, a class row in the table, `mask_token`) or "timm" (`reg_token`, or no `mask_token`:
     timm folds the class row into `cls_token` in its register models)."""
     patch = state.get("patch_embed.proj.weight")
-    if not isinstance(patch, Tensor) or patch.ndim != 4 or patch.shape[-1] != DINOV2_PATCH:
+    if not is_tensor(patch) or patch.ndim != 4 or patch.shape[-1] != DINOV2_PATCH:
         return None
     if not any(key.endswith((".ls1.gamma", ".gamma_1")) for key in state if key.startswith("blocks.")):
         return None
@@ -293,7 +312,7 @@ def registers_of(state: Mapping[str, Any]) -> int:
     """How many register tokens a DINOv2 state dict holds (`register_tokens` or timm's `reg_token`, (1, R, D))."""
     for key in ("register_tokens", DINOV2_TIMM_REGISTERS):
         value = state.get(key)
-        if isinstance(value, Tensor) and value.ndim == 3:
+        if is_tensor(value) and value.ndim == 3:
             return int(value.shape[1])
     return 0
 
@@ -317,6 +336,8 @@ def dinov2_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str, 
         return out
     if "register_tokens" in out:  # a backbone built with its registers: they go after the class token
         out["register_tokens"] = out.pop("register_tokens")
+    import torch
+
     dim = backbone["pos_embed"].shape[-1]
     gen = torch.Generator().manual_seed(2)
     if registers and "register_tokens" not in out:

@@ -32,14 +32,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-import torch
-from torch import Tensor, nn
-
-from evaluate.networks import ARCHITECTURE_FIELDS, ArchitectureError, describe_keys, forms, vit, xcit
+from evaluate.networks import ARCHITECTURE_FIELDS, AUG_MODES, FORMS, ArchitectureError, describe_keys, forms, is_tensor
 from evaluate.networks.forms import block_count
 from evaluate.readings.geometry import SEED, Geometry
+
+if TYPE_CHECKING:  # torch and the networks are imported where a network is built or a weight read: the workflow's
+    from torch import Tensor, nn  # own process names the architectures (config checks) without paying for them
 
 def _nothing_derived(model: nn.Module) -> None:
     """For networks whose buffers are all in their state dict."""
@@ -99,6 +99,8 @@ class Architecture:
     def build(self, variant: str, *, pos_grid: int | None = None, class_token: bool = False, registers: int = 0,
               final_norm: bool = False, position_rule: str = "dino") -> nn.Module:
         """The network (random initialisation), in the backbone form unless the released form's parts are asked for."""
+        from evaluate.networks import vit, xcit
+
         if not self.block:
             return xcit.xcit_small_12_p16()
         model = vit.vision_transformer(
@@ -133,7 +135,7 @@ class Identified:
 
 def _shape(state: Mapping[str, Any], key: str) -> tuple[int, ...] | None:
     value = state.get(key)
-    return tuple(value.shape) if isinstance(value, Tensor) else None
+    return tuple(value.shape) if is_tensor(value) else None
 
 
 def _stem_stages(state: Mapping[str, Any]) -> int:
@@ -148,6 +150,8 @@ def _describe_vit(state: Mapping[str, Any]) -> str:
 
 
 def _xcit_supported_shape(state: Mapping[str, Any]) -> bool:
+    from evaluate.networks import xcit
+
     qkv = _shape(state, "blocks.0.attn.qkv.weight")
     return (block_count(state) == xcit.DEPTH and _stem_stages(state) == len(xcit.STEM_WIDTHS)
             and qkv == (3 * xcit.EMBED_DIM, xcit.EMBED_DIM))
@@ -162,6 +166,8 @@ def _describe_xcit(state: Mapping[str, Any]) -> str:
 
 def _derive_circulant_indices(model: nn.Module) -> None:
     """Aug-ViT: every circulant projection's index matrix, from the formula (`vit.circulant_index_matrix`)."""
+    from evaluate.networks import vit
+
     for module in model.modules():
         if isinstance(module, vit.CirculantLinear):
             dim = module.bias.shape[0]
@@ -228,7 +234,7 @@ REGISTRY: dict[str, Architecture] = {  # `identify` tries them in this order; th
             block="", describe=_describe_xcit, ddp_teacher=True,
         ),
         Architecture(
-            "augvit-s16", "Aug-ViT-S/16", "6x64", ("circulant2", *[m for m in vit.AUG_MODES if m != "circulant2"]),
+            "augvit-s16", "Aug-ViT-S/16", "6x64", ("circulant2", *[m for m in AUG_MODES if m != "circulant2"]),
             SEED, pos_grid=SEED.tokens224_grid, recognise=forms.recognise_augvit, to_released=forms.augvit_to_released,
             full_form=forms.augvit_full_form, block="aug", describe=_describe_vit,
             derive_buffers=_derive_circulant_indices, fixed_variant="mode",
@@ -299,8 +305,8 @@ def convert(state: Mapping[str, Any], form: str = "backbone") -> tuple[Identifie
 
     form: "backbone" (class token, its position row, registers and final norm out) or "released" (the network as
     its authors run it; docs/design.md §11)."""
-    if form not in vit.FORMS:
-        raise ArchitectureError(f"unknown form {form!r}; known: {', '.join(vit.FORMS)}")
+    if form not in FORMS:
+        raise ArchitectureError(f"unknown form {form!r}; known: {', '.join(FORMS)}")
     identified = identify(state)
     weights, dropped = identified.architecture.to_released(state, identified.variant)
     if form == "backbone":
@@ -321,12 +327,12 @@ def build_for(identified: Identified, weights: Mapping[str, Any], position_rule:
     norm where `weights` has them, its position table for the grid the stored rows say."""
     class_token = "cls_token" in weights
     pos = weights.get("pos_embed")
-    rows = pos.shape[1] - int(class_token) if isinstance(pos, Tensor) and pos.ndim == 3 else 0
+    rows = pos.shape[1] - int(class_token) if is_tensor(pos) and pos.ndim == 3 else 0
     grid = math.isqrt(max(rows, 0))
     registers = weights.get("register_tokens")
     return identified.architecture.build(
         identified.variant, pos_grid=grid if grid * grid == rows and grid else None, class_token=class_token,
-        registers=int(registers.shape[1]) if isinstance(registers, Tensor) and registers.ndim == 3 else 0,
+        registers=int(registers.shape[1]) if is_tensor(registers) and registers.ndim == 3 else 0,
         final_norm="norm.weight" in weights, position_rule=position_rule)
 
 
@@ -347,13 +353,13 @@ def check_state(state: Mapping[str, Any], model: nn.Module, title: str, shape: s
         problems.append(f"{len(missing)} missing backbone keys: {describe_keys(missing)}")
     if unexpected:
         problems.append(f"{len(unexpected)} unexpected keys: {describe_keys(unexpected)}")
-    not_tensor = [key for key in expected if key in state and not isinstance(state[key], Tensor)]
+    not_tensor = [key for key in expected if key in state and not is_tensor(state[key])]
     if not_tensor:
         problems.append(f"not tensors: {describe_keys(not_tensor)}")
     shapes = [
         f"{key} {tuple(state[key].shape)} (expected {tuple(value.shape)})"
         for key, value in expected.items()
-        if isinstance(state.get(key), Tensor) and state[key].shape != value.shape
+        if is_tensor(state.get(key)) and state[key].shape != value.shape
     ]
     if shapes:
         problems.append(
@@ -371,6 +377,8 @@ def check_state(state: Mapping[str, Any], model: nn.Module, title: str, shape: s
         problems.append(f"non-integer counters: {describe_keys([f'{k} ({state[k].dtype})' for k in not_int])}")
     if not problems:
         # a float64 sum is finite exactly when every element is (finite float32/16 values cannot overflow it)
+        import torch
+
         bad = [key for key in floats if not math.isfinite(state[key].sum(dtype=torch.float64).item())]
         if bad:
             problems.append(f"NaN or infinite weights in {len(bad)} tensors: {describe_keys(bad)}")
@@ -388,6 +396,8 @@ def materialise(identified: Identified, weights: Mapping[str, Any], position_rul
     derived buffers rebuilt. Raises ArchitectureError; when the width, patch size or depth is not the registry's,
     the message starts with what was found ("found ViT-L/16 (...), which is not supported (supported: ...); ...").
     """
+    import torch
+
     arch = identified.architecture
     with torch.device("meta"):
         model = build_for(identified, weights, position_rule)

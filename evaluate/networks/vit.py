@@ -48,6 +48,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from evaluate import EvaluationError
+from evaluate.networks import AUG_MODES
 from evaluate.readings.geometry import PATCH, TOKENS224_GRID, WIDTH, Geometry
 
 # Sees one block's attention queries and keys: tap(block index 0.., q, k), q and k (B, heads, N, d) as the attention
@@ -62,11 +63,9 @@ LN_EPS = 1e-6
 POS_GRID = TOKENS224_GRID  # the seed's position table is trained for 224 x 224 inputs: a 14 x 14 grid of patches
 # How a position table is resampled to another grid (`resample_pos_embed`; docs/design.md §11)
 POSITION_RULES = ("dino", "antialias")
-FORMS = ("backbone", "released")  # the network's form (docs/design.md §11): `features.form`
 # LayerScale's initial gamma for a freshly built (random) network: CaiT's rule for depth <= 18. Trained checkpoints
 # bring their own gammas; this only matters for seeded demo networks.
 LAYERSCALE_INIT = 0.1
-AUG_MODES = ("linear", "circulant", "linear2", "circulant2")  # the authors' `augvit_small_<mode>` (docs/design.md §9.3)
 AUG_BLOCKS = 4  # a circulant projection is AUG_BLOCKS x AUG_BLOCKS circulant blocks of (384 / AUG_BLOCKS)^2
 AUG_T2_SCALE = 0.75  # the T = 2 modes multiply each residual sum, identity included, by 3/4
 

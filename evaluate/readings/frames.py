@@ -21,12 +21,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 from PIL import Image
 
 from evaluate.readings.geometry import FRAMES_LONG_MULTIPLE, SEED, Geometry
 from evaluate.readings.images import normalise_pixels, normalised_levels
+
+if TYPE_CHECKING:  # torch is imported where a frame is resized: the workflow's own process checks `check_height`
+    import torch
 
 VIDEO_MEAN = (0.485, 0.456, 0.406)  # DINO's eval_video_segmentation.py `color_normalize`
 VIDEO_STD = (0.228, 0.224, 0.225)  # ImageNet says 0.229 for red; DINO's 0.228 is kept, so numbers compare
@@ -77,6 +81,8 @@ def frames480_pixels(img: Image.Image, short: int, geometry: Geometry = SEED) ->
     pixels = np.asarray(img.convert("RGB") if img.mode != "RGB" else img, dtype=np.uint8)
     if (new_w, new_h) == img.size:
         return np.ascontiguousarray(pixels)
+    import torch  # noqa: PLC0415 (see the module's imports)
+
     x = torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1))).to(torch.float32).unsqueeze(0)
     resized = torch.nn.functional.interpolate(x, size=(new_h, new_w), mode="bilinear", align_corners=False,
                                               antialias=False)

@@ -40,8 +40,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,16 +50,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from evaluate import ConfigError, EvaluationError
+from evaluate import EvaluationError
 from evaluate.datasets.davis import VideoSequence, first_mask, write_mask
 from evaluate.readings.frames import (
-    check_height,
     frames480_input,
     frames480_size,
     resize_nearest,
 )
 from evaluate.readings.geometry import SEED, Geometry
 from evaluate.readings.images import open_rgb
+from evaluate.video.settings import PropagationSettings
 
 log = logging.getLogger("evaluate.video.propagate")
 TILE = 16  # query patches per block side (speed only: every block is matched with the box around its windows)
@@ -104,53 +104,6 @@ def network_geometry(network: Any) -> Geometry:
     """The network's `.geometry`; the seed's (ViT-S/16) for a network that carries none."""
     geometry = getattr(network, "geometry", None)
     return SEED if geometry is None else geometry
-
-
-@dataclass(frozen=True)
-class PropagationSettings:
-    """The propagation's settings (DINO's defaults: height 480, n_last_frames 7, topk 5, neighbourhood 12,
-    temperature 0.1; given by the config, never defaulted here).
-
-    height: the frames480 short side, a multiple of 16 (p 14 networks round it down to a multiple of 14);
-    n_last_frames: previous frames in the context besides frame 0 (0: frame 0 alone); topk: weights kept per query;
-    neighbourhood: the window's half-size in patches (0: the whole frame, as DINO's code treats 0); temperature: of
-    exp(cos / temperature).
-    """
-
-    height: int
-    n_last_frames: int
-    topk: int
-    neighbourhood: int
-    temperature: float
-
-    def __post_init__(self):
-        try:
-            check_height(self.height)
-        except ValueError as exc:
-            raise ConfigError(f"video propagation setting height: {exc}") from None
-        for field, low in (("n_last_frames", 0), ("topk", 1), ("neighbourhood", 0)):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"video propagation setting {field} must be an integer >= {low}, got {value!r}")
-        if isinstance(self.temperature, bool) or not (isinstance(self.temperature, (int, float))
-                                                      and math.isfinite(self.temperature) and self.temperature > 0):
-            raise ConfigError(f"video propagation setting temperature must be a positive number, "
-                              f"got {self.temperature!r}")
-
-    @property
-    def name(self) -> str:
-        """The settings in one token, e.g. `h480-n7-k5-r12-t0.1` (the ledger's setting)."""
-        return (f"h{self.height}-n{self.n_last_frames}-k{self.topk}-r{self.neighbourhood}-"
-                f"t{float(self.temperature):g}")
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def of_config(cls, section: Mapping[str, Any]) -> PropagationSettings:
-        """The settings of the config's `video:` section (validated: every setting present), whose other keys
-        (e.g. `threads`) change no number and are left out."""
-        return cls(**{f.name: section[f.name] for f in fields(cls)})
 
 
 def neighbourhood_window(grid: tuple[int, int], radius: int) -> Tensor | None:

@@ -69,7 +69,8 @@ def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.Pa
     from evaluate.plumbing.atomic import write_json
     from evaluate.plumbing.provenance import sha256_json
     from evaluate.readings.features import resolve_device
-    from evaluate.video.propagate import PropagationSettings, propagate_sequence
+    from evaluate.video.propagate import propagate_sequence
+    from evaluate.video.settings import PropagationSettings
 
     chosen = PropagationSettings.of_config(settings)
     davis = DavisDataset(root, resolution, sequences_file)
@@ -155,7 +156,7 @@ def score_video(scoring: Scoring, *, root: str, resolution: str, sequences_file:
     from evaluate.datasets.davis import DavisDataset
     from evaluate.ledger.scoring import Scored, score_on_record
     from evaluate.plumbing.atomic import read_json
-    from evaluate.video.propagate import PropagationSettings
+    from evaluate.video.settings import PropagationSettings
     from evaluate.video.score import score_results
 
     chosen = PropagationSettings.of_config(settings)
