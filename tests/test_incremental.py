@@ -102,8 +102,9 @@ def test_an_eval_set_of_unknown_category_names_is_refused_before_any_job_unless_
     assert openings_per_dataset(grown) - before == Counter({"fg": 1})  # the decoder's scoring only
     with open(grown.work / "results" / "ledger" / "scores.csv", newline="") as handle:
         measures = {row["measure"] for row in csv.DictReader(handle) if row["dataset"] == "fg"}
-    label_free = {"attention_spread", "attention_entropy"}  # the attention reading of every eval data set
-    assert measures == {"jaccard", "corloc", "ap", "ap50", "ar10"} | label_free
+    # the decoder's alone: no probe, and the tiny experiment leaves the attention reading off (test_attention_workflow
+    # reads it on an eval set that no probe is trained for)
+    assert measures == {"jaccard", "corloc", "ap", "ap50", "ar10"}
 
 
 def test_then_adding_a_checkpoint_plans_only_its_jobs(grown):

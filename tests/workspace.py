@@ -29,7 +29,8 @@ def demo_set(name: str, n: int, seed: int, first: int, roles: list[str], **extra
 
 
 def tiny_config(checkpoints: dict) -> dict:
-    """The tiny experiment: select, probe-train and a sealed eval set of two images each, a two-setting sweep."""
+    """The tiny experiment: select, probe-train and a sealed eval set of two images each, a two-setting sweep; the
+    attention reading off (its jobs and figures are a fifth of a run: test_attention_workflow turns it on)."""
     return {
         "checkpoints": checkpoints,
         "datasets": {
@@ -45,6 +46,7 @@ def tiny_config(checkpoints: dict) -> dict:
         "probe": {"max_iter": 20},
         "bootstrap": {"resamples": 200, "seed": 0},
         "figures": {"overlay_images": 2},
+        "attention": False,
     }
 
 
