@@ -129,5 +129,5 @@ def test_a_decoder_added_by_one_file_and_one_line_runs_through_sweep_decode_and_
     quantile = selected["settings"]["quantile"]
     assert len(masks) == 2 and all(m["score"] == pytest.approx(1.0 - quantile) for m in masks)
     logs = list((work / "logs" / "sweep_decode").rglob("*.log"))
-    assert len(logs) == 1 and "stats: {'decodes': 4}" in logs[0].read_text()  # 2 images x 2 settings, its own Stats
+    assert len(logs) == 1 and "stats: {'decodes': 2}" in logs[0].read_text()  # 1 image x 2 settings, its own Stats
     assert np.isfinite([m["value"] for m in decoder_record["measures"] if m["measure"] == "jaccard"]).all()

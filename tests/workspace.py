@@ -28,14 +28,18 @@ def demo_set(name: str, n: int, seed: int, first: int, roles: list[str], **extra
     }
 
 
+TINY_SHARDS = 4  # the tiny experiment's: select 1 + probe-train 1 + eval 2, one image per shard
+
+
 def tiny_config(checkpoints: dict) -> dict:
-    """The tiny experiment: select, probe-train and a sealed eval set of two images each, a two-setting sweep; the
-    attention reading off (its jobs and figures are a fifth of a run: test_attention_workflow turns it on)."""
+    """The tiny experiment: a select and a probe-train set of one image each, a sealed eval set of two (one image
+    per shard: `TINY_SHARDS` shards in all), a two-setting sweep; the attention reading off (its jobs and figures
+    were a fifth of a run: test_attention_workflow turns it on)."""
     return {
         "checkpoints": checkpoints,
         "datasets": {
-            "sel": demo_set("sel", 2, 1, 1, ["select"]),
-            "train": demo_set("train", 2, 2, 101, ["probe-train"]),
+            "sel": demo_set("sel", 1, 1, 1, ["select"]),
+            "train": demo_set("train", 1, 2, 101, ["probe-train"]),
             "val": demo_set("val", 2, 3, 201, ["eval"], sealed=True, budget=10),
         },
         "reference_checkpoint": "a",
