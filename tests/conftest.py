@@ -12,11 +12,19 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-import pytest
+# One thread of torch, OpenMP and BLAS per xdist worker (before any of them loads): `make test` runs a worker per
+# core, so a worker's second thread only waits for a core the other worker holds, and torch's and the BLAS
+# libraries' idle threads spin while they wait. The Snakemake jobs a test starts inherit it; each sets its rule's
+# torch threads itself. A value the caller set is kept.
+if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
 
-import sources
-from sources import COCO_MINI
-from workspace import finished_workspace
+import pytest  # noqa: E402
+
+import sources  # noqa: E402
+from sources import COCO_MINI  # noqa: E402
+from workspace import finished_workspace  # noqa: E402
 
 
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
@@ -66,16 +74,16 @@ def seeded_backbone():
 
 @pytest.fixture(scope="session")
 def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
-    """keys480 and tokens224 of all 159 coco2017-mini images through the seeded backbone, extracted ONCE per test
+    """keys480 and tokens224 of the 79 coco2017-mini val images through the seeded backbone, extracted ONCE per test
     session by the product's own `extract_shard` (float16, shards of 32 in sorted image-id order).
 
-    Returns {"val": (CocoDataset, manifest, [shard dirs]), "train": (...)}; several test modules share it so the
-    slow forward passes run once.
+    Returns {"val": (CocoDataset, manifest, [shard dirs])}; several test modules share it so the slow forward passes
+    run once (the train split's 80 images are left out: every test that reads features finds what it needs in val).
     """
     from evaluate.datasets.coco import CocoDataset
     from evaluate.readings.features import extract_shard
 
-    splits = {"val": "annotations.json", "train": "annotations_train.json"}
+    splits = {"val": "annotations.json"}
     datasets = {split: CocoDataset(coco_mini / "images", coco_mini / name) for split, name in splits.items()}
     manifests = {split: dataset.manifest(32) for split, dataset in datasets.items()}
 
