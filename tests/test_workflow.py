@@ -178,8 +178,8 @@ def test_every_record_holds_the_hash_of_the_config_the_run_validated(finished):
 
     expected = config_hash(load_config(yaml.safe_load((finished.work / "config.yaml").read_text())))
     records = sorted((finished.work / "results" / "ledger" / "records").rglob("*.json"))
-    assert len(records) == 3 and {json.loads(p.read_text())["config_hash"] for p in records} == {expected}  # sweep,
-    # decoder and probe (the tiny experiment leaves the attention reading off)
+    # the sweep's, the decoder's and the probe's (the tiny experiment leaves the attention reading off)
+    assert len(records) == 3 and {json.loads(p.read_text())["config_hash"] for p in records} == {expected}
 
 
 # ---- features.keep: false -------------------------------------------------------------------------------------------
@@ -206,7 +206,8 @@ def test_dropped_features_leave_no_arrays_and_the_same_tables(finished, dropped)
     assert len(list((dropped.work / "results" / "inputs").glob("*/*.json"))) == TINY_SHARDS  # the records of them
     assert feature_arrays(finished.work)  # the run that kept them has them
     shards = sorted((dropped.work / "results" / "features" / "a").glob("*/*"))
-    assert len(shards) == TINY_SHARDS and all((s / "meta.json").is_file() and (s / "image_ids.json").is_file() for s in shards)
+    assert len(shards) == TINY_SHARDS
+    assert all((s / "meta.json").is_file() and (s / "image_ids.json").is_file() for s in shards)
     for kept in ("results/probe/a/probe.safetensors", "results/decoder/masks/a/val.json",
                  "results/ledger/records/decoder/a/val.json", "results/ledger/records/probe/a/val.json"):
         assert (dropped.work / kept).is_file(), kept

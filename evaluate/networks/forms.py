@@ -224,9 +224,9 @@ def xcit_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str, 
     if variant == "timm":
         old, new = XCIT_TIMM_POS
         taken = {(new + key[len(old):] if key.startswith(old) else key): value for key, value in taken.items()}
-    for key in [k for k in taken if k.endswith(".running_var")]:
-        import torch
+    import torch
 
+    for key in [k for k in taken if k.endswith(".running_var")]:
         counter = key[: -len("running_var")] + "num_batches_tracked"
         taken.setdefault(counter, torch.tensor(0, dtype=torch.long))
     return taken, dropped

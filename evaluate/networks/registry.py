@@ -41,6 +41,7 @@ from evaluate.readings.geometry import SEED, Geometry
 if TYPE_CHECKING:  # torch and the networks are imported where a network is built or a weight read: the workflow's
     from torch import Tensor, nn  # own process names the architectures (config checks) without paying for them
 
+
 def _nothing_derived(model: nn.Module) -> None:
     """For networks whose buffers are all in their state dict."""
 
