@@ -159,6 +159,7 @@ def _torch_version() -> str:
     """torch's version (`library_version`: a job that only scores from files does not import torch for it)."""
     return library_version("torch") or "none"
 
+
 def make_record(
     *,
     kind: str,
