@@ -9,7 +9,7 @@ by batch, the passes the extract job makes (`evaluate.readings.features.extract_
 
 - keys480: `model.last_keys(x480)`;
 - tokens224: `model.tokens(x224)` (today's pass);
-- tokens224 + reading: `evaluate.attention.network.tokens_and_spread(model, x224)` (the same pass giving the
+- tokens224 + reading: `evaluate.readings.attention_spread.tokens_and_spread(model, x224)` (the same pass giving the
   reading too: each block's q k^T per head in one batched product, entropy from the logits);
 - tokens224 + reading, direct: the same pass with the rows' weights formed by softmax and H = -sum a ln a summed by
   `torch.special.entr` (a logarithm per weight): the plain way, measured against the chosen formula;
@@ -43,8 +43,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.machine import machine_line
 from bench.scale import COCO_MINI, FEATURES, add_job_options
-from evaluate.attention.entropy import row_entropy
-from evaluate.attention.network import image_row_means, tokens_and_spread
+from evaluate.readings.attention_spread import row_entropy
+from evaluate.readings.attention_spread import image_row_means, tokens_and_spread
 from evaluate.demo.checkpoints import demo_network
 from evaluate.networks.registry import ARCHITECTURES, REGISTRY
 

@@ -41,7 +41,7 @@ from bench.machine import machine_line  # noqa: E402
 from decoders import square_grid, sweep_settings  # noqa: E402
 from decoders.ncut.cut import _Graph, _ImageCuts, check_keys, ncut_decode, ncut_sweep  # noqa: E402
 from decoders.ncut.settings import TOKENCUT  # noqa: E402
-from decoders.ncut.solver import SolverStats, _fiedler  # noqa: E402
+from decoders.ncut.solver import SolverStats, fiedler  # noqa: E402
 from evaluate.experiment import config_defaults  # noqa: E402
 
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
@@ -54,7 +54,7 @@ def backbone_keys(n_images: int) -> tuple[np.ndarray, str]:
     import torch
 
     from evaluate.networks.vit import vit_small
-    from evaluate.readings.images import keys480_input, open_rgb
+    from evaluate.pixels.images import keys480_input, open_rgb
 
     annotations = json.loads((COCO_MINI / "annotations.json").read_text())
     images = sorted(annotations["images"], key=lambda im: im["id"])[:n_images]
@@ -189,9 +189,9 @@ def main(argv=None) -> int:
         _, t = timed(image.features, False)
         gemm_t.append(t)
         graph = _Graph(image.binary64(False, 0.2), 1e-5, np.zeros(image.n, bool))
-        _, t = timed(_fiedler, graph, "lanczos", SolverStats())
+        _, t = timed(fiedler, graph, "lanczos", SolverStats())
         lanczos_t.append(t)
-        _, t = timed(_fiedler, graph, "dense", SolverStats())
+        _, t = timed(fiedler, graph, "dense", SolverStats())
         eigh_t.append(t)
     print(f"  {line('lanczos', lanczos_t)}   (a dense fallback counts in the mean)")
     print(f"  {line('dense  ', eigh_t)}   ratio of means {sum(eigh_t) / sum(lanczos_t):5.1f}x, of medians "

@@ -34,7 +34,7 @@ from decoders import tokencut  # noqa: E402
 from decoders.boxes import box_of  # noqa: E402
 from evaluate.demo.checkpoints import make_demo_checkpoint  # noqa: E402
 from evaluate.networks.checkpoints import load_backbone  # noqa: E402
-from evaluate.readings.images import normalise, open_rgb  # noqa: E402
+from evaluate.pixels.images import normalise, open_rgb  # noqa: E402
 from evaluate.readings.native import native_keys, pad_to_patch  # noqa: E402
 
 COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"

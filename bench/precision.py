@@ -58,7 +58,7 @@ from evaluate.experiment import config_defaults  # noqa: E402
 from evaluate.networks.checkpoints import load_backbone  # noqa: E402
 from evaluate.networks.registry import ARCHITECTURES, SEED_ARCHITECTURES  # noqa: E402
 from evaluate.readings.features import FeatureReader, extract_inputs, resolve_device  # noqa: E402
-from evaluate.readings.geometry import KEYS480_SIZE  # noqa: E402
+from evaluate.pixels.geometry import KEYS480_SIZE  # noqa: E402
 from evaluate.readings.inputs import (  # noqa: E402
     DecodedInputs,
     StoredInputs,

@@ -39,9 +39,9 @@ sys.path.insert(0, str(REPO))
 
 from bench.machine import machine_line
 from evaluate.networks.vit import VisionTransformer
-from evaluate.saliency.bilateral import TOKENCUT_SOLVER, bilateral_refine, bilateral_system, solve_system
-from evaluate.saliency.data import open_saliency_set, read_image
-from evaluate.saliency.reading import network_input, read_saliency, read_saliency_set
+from decoders.bilateral import TOKENCUT_SOLVER, bilateral_refine, bilateral_system, solve_system
+from evaluate.datasets.saliency import open_saliency_set, read_image
+from evaluate.readings.saliency import network_input, read_saliency, read_saliency_set
 
 DAVIS_MINI = REPO.parent / "shared" / "data" / "davis2016-mini"
 

@@ -44,8 +44,8 @@ sys.path.insert(0, str(REPO))
 from bench.machine import machine_line
 from evaluate.datasets.davis import DavisDataset, VideoSequence, first_mask
 from evaluate.readings.frames import frames480_input, frames480_size, resize_nearest
-from evaluate.readings.geometry import PATCH
-from evaluate.readings.images import open_rgb
+from evaluate.pixels.geometry import PATCH
+from evaluate.pixels.images import open_rgb
 from evaluate.video.propagate import (
     PropagationSettings,
     Propagator,

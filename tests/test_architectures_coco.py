@@ -45,7 +45,7 @@ def test_seeded_checkpoint_of_each_new_architecture_extracts_real_photos(coco_mi
     # row i is image ids[i]: recompute one image alone and find it in its row
     import torch
 
-    from evaluate.readings.images import tokens224_input
+    from evaluate.pixels.images import tokens224_input
 
     with torch.inference_mode():
         alone = loaded.model.tokens(tokens224_input(dataset.open_image(ids[2]))[None])[0].numpy()

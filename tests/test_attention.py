@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from evaluate.attention import AttentionError
-from evaluate.attention.entropy import logit_row_entropy, qk_row_entropy, row_entropy
-from evaluate.attention.network import (
+from evaluate.readings import ReadingError
+from evaluate.readings.attention_spread import logit_row_entropy, qk_row_entropy, row_entropy
+from evaluate.readings.attention_spread import (
     attention_rows,
     gives_attention_spread,
     tokens_and_spread,
@@ -163,9 +164,9 @@ def test_hand_made_network_reading_equals_the_hand_computation():
     assert torch.allclose(rows[0, 1], torch.full((4,), 0.25), atol=1e-6)
     assert torch.allclose(rows[0, 2], torch.tensor([1.0, 1.0, 4.0, 16.0]) / 22, atol=1e-6)
     assert torch.allclose(attention_rows(net, x, patch=1)[0, 3], torch.full((4,), 0.25), atol=1e-6)  # c = 0
-    with pytest.raises(AttentionError, match="patch 4 out of range for 4 patches"):
+    with pytest.raises(ReadingError, match="patch 4 out of range for 4 patches"):
         attention_rows(net, x, patch=4)
-    with pytest.raises(AttentionError, match="block 2 out of range for 2 blocks"):
+    with pytest.raises(ReadingError, match="block 2 out of range for 2 blocks"):
         attention_rows(net, x, patch=0, block=2)
 
 
@@ -234,7 +235,7 @@ def sharpened(seeded: VisionTransformer) -> VisionTransformer:
 @pytest.mark.slow
 def test_reading_equals_independent_per_head_loops_on_two_real_photos(coco_mini, seeded_backbone):
     from evaluate.datasets.coco import CocoDataset
-    from evaluate.readings.images import tokens224_input
+    from evaluate.pixels.images import tokens224_input
 
     dataset = CocoDataset(coco_mini / "images", coco_mini / "annotations.json")
     x = torch.stack([tokens224_input(dataset.open_image(i)) for i in dataset.image_ids[:2]])
@@ -315,7 +316,7 @@ def test_xcit_reports_the_reading_absent(seeded_backbone):
         tokens, reading = tokens_and_spread(net, x)
         assert reading is None
         assert torch.equal(tokens, net.tokens(x))
-    with pytest.raises(AttentionError, match="XCiT has no attention over patches"):
+    with pytest.raises(ReadingError, match="XCiT has no attention over patches"):
         attention_rows(net, x, patch=0)
     assert gives_attention_spread(seeded_backbone)
 
@@ -399,7 +400,7 @@ def test_percent_measures_keep_their_entries_unchanged():
 def test_a_two_block_patch8_network_reads_784_patches_and_its_heads():
     """ViT with 8 x 8 patches, 128 wide (2 heads of 64), 2 blocks: at 224 px its rows run over 784 patches and sum
     to 1; the default query is the 28 x 28 grid's centre (406), not the seed's 105."""
-    from evaluate.attention.network import query_patch
+    from evaluate.readings.attention_spread import query_patch
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -415,7 +416,7 @@ def test_a_two_block_patch8_network_reads_784_patches_and_its_heads():
     assert torch.equal(rows, attention_rows(net, x, patch=406))  # row 14, column 14
     assert query_patch(None, 784, (224, 224)) == 14 * 28 + 14
     assert query_patch(None, 196, (224, 224)) == 105 and query_patch(None, 256, (224, 224)) == 8 * 16 + 8
-    with pytest.raises(AttentionError, match=r"patch 784 out of range for 784 patches \(the 28 x 28 grid of 8-px"):
+    with pytest.raises(ReadingError, match=r"patch 784 out of range for 784 patches \(the 28 x 28 grid of 8-px"):
         attention_rows(net, x, patch=784)
 
 

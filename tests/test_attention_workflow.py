@@ -63,10 +63,10 @@ def finished(grown) -> Workspace:
 
 
 def test_the_record_equals_spread_summary_of_the_shards_inputs(finished):
-    from evaluate.attention.network import tokens_and_spread
+    from evaluate.readings.attention_spread import tokens_and_spread
     from evaluate.attention.summary import spread_summary
     from evaluate.networks.checkpoints import load_backbone
-    from evaluate.readings.images import normalise_pixels
+    from evaluate.pixels.images import normalise_pixels
 
     results = finished.work / "results"
     manifest = json.loads((results / "datasets" / "val" / "manifest.json").read_text())

@@ -24,7 +24,7 @@ import badinputs as bi
 from evaluate import EvaluationError
 from evaluate.networks.checkpoints import CheckpointError, load_backbone
 from evaluate.datasets.coco import CocoDataset, DatasetError
-from evaluate.readings.images import ImageError, open_rgb
+from evaluate.pixels.images import ImageError, open_rgb
 
 pytestmark = pytest.mark.badinput
 

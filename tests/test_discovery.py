@@ -87,7 +87,7 @@ def test_voc_boxes_every_object(voc):
 def test_native_keys_padded_non_square(native_shard):
     """640 x 426 at p 16 pads to 640 x 432: a 27 x 40 grid; keys equal the network's on the padded tensor built
     here (zeros after normalising)."""
-    from evaluate.readings.images import normalise
+    from evaluate.pixels.images import normalise
     from evaluate.readings.native import NativeKeys
 
     model, dataset, out = native_shard

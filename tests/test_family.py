@@ -29,7 +29,7 @@ from evaluate.networks.checkpoints import (
     unflatten_training_groups,
 )
 from evaluate.networks.registry import FAMILY, REGISTRY, SEED_ARCHITECTURES
-from evaluate.readings.images import keys480_input, open_rgb, tokens224_input
+from evaluate.pixels.images import keys480_input, open_rgb, tokens224_input
 
 # docs/design.md §11's table: name -> (width D, patch p, depth, registers R, DINOv2)
 MEMBERS = {

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from evaluate.readings.geometry import SEED
+from evaluate.pixels.geometry import SEED
 
 from evaluate.plumbing.atomic import write_json
 from evaluate.networks.vit import vit_small
 from evaluate.datasets.coco import CocoDataset
 from sources import demo_coco
 from evaluate.readings.features import FeatureError, FeatureReader, extract_shard
-from evaluate.readings.images import ImageError, keys480_input, open_rgb, tokens224_input
+from evaluate.pixels.images import ImageError, keys480_input, open_rgb, tokens224_input
 
 META = {"checkpoint_sha256": "ab" * 32, "checkpoint_format": "selfpatch-train", "manifest_sha256": "cd" * 32}
 SHARD_FILES = {"keys480.npy", "tokens224.npy", "image_ids.json", "meta.json"}

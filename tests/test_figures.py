@@ -221,7 +221,7 @@ def test_eigenvector_of_a_patch14_network_is_drawn_on_its_34_grid_beside_a_476_p
 
     from decoders.ncut.settings import TOKENCUT
     from evaluate.jobs.ledger import eigenvector
-    from evaluate.readings.geometry import Geometry
+    from evaluate.pixels.geometry import Geometry
 
     geometry = Geometry(patch=14, width=64)
     shard = tmp_path / "000"

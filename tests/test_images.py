@@ -1,4 +1,4 @@
-"""evaluate.readings.images: opening every image mode as RGB, the bad-input errors, and the two readings' transforms."""
+"""evaluate.pixels.images: opening every image mode as RGB, the bad-input errors, and the two readings' transforms."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from evaluate import EvaluationError
-from evaluate.readings.images import (
+from evaluate.pixels.images import (
     ImageError,
     keys480_input,
     open_rgb,

@@ -24,7 +24,7 @@ from evaluate.datasets.coco import CocoDataset
 from sources import demo_coco
 from evaluate.demo.checkpoints import make_demo_checkpoint
 from evaluate.readings.features import extract_inputs, extract_shard
-from evaluate.readings.images import ImageError, keys480_input, normalise_pixels, tokens224_input
+from evaluate.pixels.images import ImageError, keys480_input, normalise_pixels, tokens224_input
 from evaluate.readings.inputs import (BYTES_PER_IMAGE, DecodedInputs, InputsError, StoredInputs, decoded_pixels,
                              drop_if_all_extracted, drop_inputs, open_shard_inputs, preprocess_shard, prefetch)
 

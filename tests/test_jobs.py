@@ -36,10 +36,10 @@ def test_torch_is_loaded_only_when_a_job_imports_it_and_then_runs_with_the_rules
 # torch's import (about 2 s of every such job, before this was pinned down).
 LIGHT = """
 import sys
-import evaluate.datasets.coco, evaluate.datasets.davis, evaluate.datasets.boxes, evaluate.saliency.data
+import evaluate.datasets.coco, evaluate.datasets.davis, evaluate.datasets.boxes, evaluate.datasets.saliency
 import evaluate.readings.features, evaluate.readings.extraction, evaluate.readings.inputs, evaluate.probe.scores
-import evaluate.outputs.tables, evaluate.outputs.figures, evaluate.scores.decoder, evaluate.discovery.protocol
-import decoders.shards, evaluate.scores.selection, evaluate.video.score, evaluate.video.settings
+import evaluate.outputs.tables, evaluate.outputs.figures, evaluate.decoding.scoring, evaluate.discovery.protocol
+import decoders.shards, evaluate.decoding.selection, evaluate.video.score, evaluate.video.settings
 from evaluate.ledger.records import _torch_version
 print("torch" in sys.modules)
 recorded = _torch_version()

@@ -157,7 +157,7 @@ def test_make_measure_reports_percent_with_a_bootstrap_interval():
     assert (m["n_images"], m["n_left_out"], m["reducer"], m["image_ids"]) == (6, 2, "mean", [1, 2, 3, 4, 5, 6])
     # pooled confusions: class 0 I 17 / (T 17 + P 19 - 17), class 1 4 / 6, class 2 3 / 3
     conf = [[[0, 0, 10], [1, 1, 4], [1, 0, 2]], [[0, 0, 7], [2, 2, 3]]]
-    m = make_measure("miou", image_ids=[1, 2], per_image=conf, reducer="miou", resamples=50, seed=0)
+    m = make_measure("probe_miou", image_ids=[1, 2], per_image=conf, reducer="miou", resamples=50, seed=0)
     assert m["value"] == pytest.approx(100 * (17 / 19 + 4 / 6 + 1) / 3)
     m = make_measure("corloc", image_ids=[1, 2, 3], per_image=[[1, 1], [0, 1], [1, 1]], reducer="ratio",
                      resamples=50, seed=0)

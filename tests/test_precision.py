@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from evaluate.readings.geometry import SEED
+from evaluate.pixels.geometry import SEED
 
 from evaluate.datasets.coco import CocoDataset
 from gauges import relative_error
@@ -25,7 +25,7 @@ from evaluate.demo.checkpoints import demo_network
 from evaluate.networks.vit import VisionTransformer
 from evaluate.readings import features
 from evaluate.readings.features import FeatureError, extract_shard, network_precision
-from evaluate.readings.images import normalise_pixels
+from evaluate.pixels.images import normalise_pixels
 
 # Relative error ||bfloat16 - float32|| / ||float32|| of keys480 and tokens224, per architecture. On coco2017-mini
 # photos the seeded checkpoints gave at most 6e-3 (ViT-S/16, its LayerScale form, XCiT-S12/16) and 2.4e-2

@@ -28,7 +28,7 @@ from evaluate.ledger.scoring import Scored, Scoring, score_on_record
 from evaluate.plumbing.paths import OPENINGS, SCORE_REUSE, SCORE_REUSE_RESULT
 from evaluate.plumbing.provenance import sha256_bytes, sha256_json
 from evaluate.scores.measures import make_measure
-from evaluate.scores.selection import select_setting
+from evaluate.decoding.selection import select_setting
 
 
 def scoring(workspace: Path, sealed: bool = False, budget: int | None = None, dataset: str = "val") -> Scoring:
@@ -61,7 +61,7 @@ def score(workspace: Path, on: Scoring, calls: list, *, settings: dict | None = 
         calls.append(1)
         # a number drawn from the input, so a changed input changes the record
         value = float(len((workspace / "masks.json").read_text()))
-        return Scored([make_measure("mask_ap", image_ids=[1, 2, 3], per_image=[], reducer=None, value=value)])
+        return Scored([make_measure("ap", image_ids=[1, 2, 3], per_image=[], reducer=None, value=value)])
 
     record, result = score_on_record(
         on, kind="decoder", role="eval", purpose="eval", setting="tau=0.2", n_images=3,

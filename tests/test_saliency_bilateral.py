@@ -11,8 +11,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
-from evaluate.saliency import SaliencyError
-from evaluate.saliency.bilateral import (
+from decoders import DecoderError
+from decoders.bilateral import (
     TOKENCUT_SOLVER,
     bilateral_grid,
     bilateral_refine,
@@ -162,5 +162,5 @@ def test_grid_vertices_are_sorted_as_the_reference_hash_sorts_them():
 
 
 def test_a_target_of_another_size_is_refused():
-    with pytest.raises(SaliencyError, match="target"):
+    with pytest.raises(DecoderError, match="target"):
         bilateral_refine(textured(8, 8, seed=0), np.zeros((8, 9)))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from evaluate.saliency.data import (
+from evaluate.datasets.saliency import (
     SET_LAYOUTS,
     SaliencyDataError,
     open_saliency_set,

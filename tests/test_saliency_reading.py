@@ -12,10 +12,10 @@ from PIL import Image
 from scipy import ndimage
 
 from evaluate.networks.vit import VisionTransformer
-from evaluate.saliency.bilateral import TOKENCUT_SOLVER, bilateral_refine
-from evaluate.saliency.data import open_saliency_set, read_image, read_truth
+from decoders.bilateral import TOKENCUT_SOLVER, bilateral_refine
+from evaluate.datasets.saliency import open_saliency_set, read_image, read_truth
 from evaluate.saliency.measures import image_scores, tokencut_measures
-from evaluate.saliency.reading import read_saliency_set, tokencut_size
+from evaluate.readings.saliency import read_saliency_set, tokencut_size
 
 from videos import davis_mini
 

@@ -15,7 +15,7 @@ from evaluate.demo.saliency import make_demo_saliency
 from evaluate.demo.scenes import make_scene
 from evaluate.experiment import ConfigError, Experiment, load_config
 from evaluate.saliency import SaliencyError
-from evaluate.saliency.data import open_saliency_set
+from evaluate.datasets.saliency import open_saliency_set
 from evaluate.saliency.measures import SaliencyTally, image_scores, sod_measures, tokencut_measures
 from evaluate.scores.measures import make_measure, stats_array
 
@@ -28,7 +28,7 @@ SALIENCY_NAMES = ["saliency_iou", "saliency_accuracy", "saliency_maxf", "sod_max
 
 def test_a_max_mean_measure_is_the_largest_column_mean_in_percent():
     curves = [[0.2, 0.6, 0.1], [0.4, 0.2, 0.1]]  # column means 0.3, 0.4, 0.1
-    entry = make_measure("f", image_ids=[7, 9], per_image=curves, reducer="max-mean", resamples=200, seed=0)
+    entry = make_measure("saliency_maxf", image_ids=[7, 9], per_image=curves, reducer="max-mean", resamples=200, seed=0)
     assert entry["value"] == pytest.approx(40.0)
     assert entry["reducer"] == "max-mean" and entry["per_image"] == curves
     # every resample is a pair of the two curves: its max-mean lies between the smaller and the larger best
@@ -115,10 +115,10 @@ def test_a_read_shard_scored_on_the_record_gives_tokencuts_measures(davis_salien
     from evaluate.ledger.scoring import Scoring
     from evaluate.networks.checkpoints import load_backbone
     from evaluate.outputs.saliency_figures import saliency_figures
-    from evaluate.saliency.bilateral import TOKENCUT_SOLVER, refined_from_vertices
-    from evaluate.saliency.data import read_image, read_truth
+    from decoders.bilateral import TOKENCUT_SOLVER, refined_from_vertices
+    from evaluate.datasets.saliency import read_image, read_truth
     from evaluate.saliency.protocol import ShardReadings, read_shard, score_saliency, write_manifest
-    from evaluate.saliency.reading import read_saliency
+    from evaluate.readings.saliency import read_saliency
 
     monkeypatch.chdir(tmp_path)
     spec = {"name": "davis-sal", "root": None, "images": str(davis_saliency_set.images),

@@ -15,7 +15,7 @@ from evaluate import ConfigError, EvaluationError
 from evaluate.datasets.davis import DavisDataset, VideoSequence, read_mask
 from evaluate.demo.videos import write_sequence
 from evaluate.networks.registry import REGISTRY, SEED_ARCHITECTURES
-from evaluate.readings.geometry import Geometry
+from evaluate.pixels.geometry import Geometry
 from evaluate.video import propagate
 from evaluate.video.measures import jaccard
 from evaluate.video.propagate import (

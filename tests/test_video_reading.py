@@ -139,7 +139,7 @@ def test_resize_nearest_equals_pil_nearest_on_label_maps(mode, shape, size):
 
 def test_frames480_size_follows_the_network_s_patch():
     """DINO's rule for p 8 (its grid 60 x 104); p 14 rounds both sides down to multiples of 14 (docs/design.md §11)."""
-    from evaluate.readings.geometry import Geometry
+    from evaluate.pixels.geometry import Geometry
 
     p8, p14 = Geometry(patch=8), Geometry(patch=14, width=768)
     assert frames480_size(854, 480, 480, p8) == (832, 480)

@@ -47,7 +47,7 @@ import scipy.linalg.blas as _blas
 import scipy.ndimage
 
 from decoders.ncut.settings import NcutSettings
-from decoders.ncut.solver import SOLVERS, SolverStats, _fiedler, _one_blas_thread
+from decoders.ncut.solver import SOLVERS, SolverStats, fiedler, one_blas_thread
 from decoders.registry import DecoderError, square_grid
 
 # |float32 S - exact S| for unit vectors of C entries is below C * 2^-24 (accumulation) plus input rounding:
@@ -227,7 +227,7 @@ class _Graph:
         key = np.packbits(mask).tobytes()
         value = self._ncut.get(key)
         if value is None:
-            with _one_blas_thread():
+            with one_blas_thread():
                 value = self._ncut[key] = self._ncut_value(mask)
         return value
 
@@ -344,7 +344,7 @@ class _ImageCuts:
         if hit is None:
             binary64 = self.binary64(settings.centre, settings.tau)
             graph = _Graph(binary64, settings.eps, taken.copy())
-            x = _fix_sign(_fiedler(graph, self.solver, self.stats))
+            x = _fix_sign(fiedler(graph, self.solver, self.stats))
             hit = (graph, x)
             self._cuts[key] = hit
         return hit

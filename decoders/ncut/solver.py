@@ -69,7 +69,7 @@ class SolverStats:
 _BLAS_CONTROLLER: list = []
 
 
-def _one_blas_thread():
+def one_blas_thread():
     """Context that runs BLAS on one thread: Lanczos's 900 x 900 matrix-vector products are a fraction of a
     millisecond, and waking BLAS threads for each cost more than they saved (4x slower on 2 cores). The cosine GEMM
     and the dense solver keep the caller's threads. No-op when threadpoolctl (a scikit-learn dependency) is absent."""
@@ -156,7 +156,7 @@ def _dense_fiedler(graph: Any) -> np.ndarray:
     return np.array(vectors[:, 0])
 
 
-def _fiedler(graph: Any, solver: str, stats: SolverStats) -> np.ndarray:
+def fiedler(graph: Any, solver: str, stats: SolverStats) -> np.ndarray:
     """x of (D - A) x = lambda D x for the second-smallest lambda, x' D x = 1, sign not yet fixed."""
     stats.eigenproblems += 1
     if solver == "dense":
@@ -176,7 +176,7 @@ def _fiedler(graph: Any, solver: str, stats: SolverStats) -> np.ndarray:
     v0 = np.sqrt(d) * (d / d.mean() - 1.0)
     v0_norm = np.linalg.norm(v0)
     v0 = (v0 / v0_norm if v0_norm > 0 else v0) + 1e-2 * _perturbation(graph.n)
-    with _one_blas_thread():
+    with one_blas_thread():
         y, steps, status = _lanczos_top(apply_m, y0, v0)
     stats.matvecs += steps
     if status == "ok":

@@ -1,8 +1,6 @@
-"""The attention-spread reading (docs/design.md §13): how widely each head of each block looks, with no label at all.
+"""The attention-spread stage (docs/design.md §13): how widely each head of each block looks, with no label at all.
+The reading itself (entropy of the rows, the network's tap) is `evaluate.readings.attention_spread`.
 
-    entropy.py   the entropy (nats) of an attention row: from its weights, from its logits, from queries and keys
-    network.py   the reading through a network, in the pass that gives tokens224: per image and (block, head), the
-                 mean over rows of H and of e^H / N; absent (None) for XCiT, whose attention runs across channels
     summary.py   per checkpoint and data set: the block-12 measures `attention_spread` and `attention_entropy` with
                  bootstrap intervals over images, and the full (blocks x heads) tables
     shards.py    the workflow's entries: one checkpoint's reading of one shard (its own job, on the decoded 224-px
@@ -11,8 +9,8 @@
 
 from __future__ import annotations
 
-from evaluate import EvaluationError
+from evaluate.readings import ReadingError
 
 
-class AttentionError(EvaluationError):
+class AttentionError(ReadingError):
     """The attention-spread reading cannot be taken or summarised as asked; the message says what and where."""

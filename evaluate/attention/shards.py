@@ -51,12 +51,12 @@ def read_attention_shard(*, checkpoint_file: str | os.PathLike, which: str, posi
     """
     import torch
 
-    from evaluate.attention.network import gives_attention_spread, tokens_and_spread
+    from evaluate.readings.attention_spread import gives_attention_spread, tokens_and_spread
     from evaluate.datasets.coco import CocoDataset
     from evaluate.networks.checkpoints import load_backbone
     from evaluate.plumbing.atomic import atomic_path, read_json
     from evaluate.readings.features import resolve_device, shard_image_ids
-    from evaluate.readings.images import normalise_pixels
+    from evaluate.pixels.images import normalise_pixels
     from evaluate.readings.inputs import open_shard_inputs
 
     manifest = read_json(manifest_file)
@@ -163,11 +163,11 @@ def write_attention_rows(*, checkpoint_file: str | os.PathLike, which: str, posi
     (105 for p 16, 406 for p 8, 136 for p 14). An index outside the network's grid is a ConfigError.
     """
     from evaluate import ConfigError
-    from evaluate.attention.network import attention_rows, gives_attention_spread, query_patch
+    from evaluate.readings.attention_spread import attention_rows, gives_attention_spread, query_patch
     from evaluate.datasets.coco import CocoDataset
     from evaluate.networks.checkpoints import load_backbone
     from evaluate.plumbing.atomic import atomic_path, read_json
-    from evaluate.readings.images import normalise_pixels
+    from evaluate.pixels.images import normalise_pixels
     from evaluate.readings.inputs import decode_pixels
 
     manifest = read_json(manifest_file)

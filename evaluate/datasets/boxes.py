@@ -28,7 +28,7 @@ from pathlib import Path
 
 from evaluate import EvaluationError
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.readings.images import open_rgb
+from evaluate.pixels.images import open_rgb
 
 Box = tuple[int, int, int, int]
 KINDS = ("voc", "coco-boxes")

@@ -34,7 +34,7 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 
 from evaluate import EvaluationError
-from evaluate.readings.images import open_rgb
+from evaluate.pixels.images import open_rgb
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 
 IMAGE_KEYS = ("id", "file_name", "height", "width")
@@ -220,7 +220,7 @@ class CocoDataset:
         return int(img["height"]), int(img["width"])
 
     def open_image(self, image_id: int) -> Image.Image:
-        """The image as RGB (see `evaluate.readings.images.open_rgb`), checked to have the annotated size.
+        """The image as RGB (see `evaluate.pixels.images.open_rgb`), checked to have the annotated size.
 
         Raises DatasetError for a missing file or a size other than the annotation file's (height, width), and
         ImageError (naming the file) for a corrupt one.

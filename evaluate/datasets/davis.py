@@ -34,7 +34,7 @@ from PIL import Image
 from evaluate import EvaluationError
 from evaluate.plumbing.atomic import atomic_path
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.readings.images import opened_image
+from evaluate.pixels.images import opened_image
 
 RESOLUTION = "480p"  # DAVIS's folder of 480-pixel frames; "Full-Resolution" is the other one DAVIS ships
 FRAME_SUFFIXES = (".jpg", ".jpeg")

@@ -14,7 +14,7 @@ from PIL import Image
 from evaluate.demo import DemoError
 from evaluate.demo.scenes import make_scene
 from evaluate.plumbing.atomic import write_bytes
-from evaluate.saliency.data import SET_LAYOUTS
+from evaluate.datasets.saliency import SET_LAYOUTS
 
 IMAGES, MASKS = SET_LAYOUTS["ecssd"]
 

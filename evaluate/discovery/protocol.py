@@ -25,7 +25,7 @@ def write_manifest(*, spec: dict, shard_size: int, out: str | os.PathLike) -> di
 
     manifest = box_manifest(open_box_dataset(spec), shard_size)
     if spec.get("benchmark"):
-        from evaluate.outputs.published import benchmark_size
+        from evaluate.datasets.benchmarks import benchmark_size
 
         expected = benchmark_size(spec["benchmark"])
         if len(manifest["image_ids"]) != expected:

@@ -32,7 +32,7 @@ def select_setting(smk: Any) -> None:
     out_selected, out_table, out_record = Path(smk.output.selected), Path(smk.output.table), Path(smk.output.record)
 
     from evaluate.ledger.scoring import Scoring
-    from evaluate.scores.selection import select_setting as select
+    from evaluate.decoding.selection import select_setting as select
 
     scoring = Scoring.of(smk.params.checkpoint, smk.params.dataset["name"], smk.input.meta, smk.params.run_time)
     select(scoring, decoder=decoder_config, sweep_files=sweep_files, manifest_file=manifest_file, images=images,
@@ -76,7 +76,7 @@ def score_decoder(smk: Any) -> None:
     out_record = Path(smk.output.record)
 
     from evaluate.ledger.scoring import Scoring
-    from evaluate.scores.decoder import score_decoder as score
+    from evaluate.decoding.scoring import score_decoder as score
 
     scoring = Scoring.of(smk.params.checkpoint, smk.params.dataset["name"], smk.input.meta, smk.params.run_time)
     score(scoring, masks_file=masks, selected_file=selected_file, manifest_file=manifest_file, images=images,

@@ -110,7 +110,7 @@ def eigenvector(smk: Any) -> None:
     from decoders import load_selected
     from evaluate.plumbing.atomic import atomic_path, read_json
     from decoders.shards import eigenvector_of_image
-    from evaluate.readings.geometry import Geometry
+    from evaluate.pixels.geometry import Geometry
 
     _, settings = load_selected(selected)
     side = Geometry.from_meta(read_json(meta_file)).keys480_side

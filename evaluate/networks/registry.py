@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from evaluate.networks import ARCHITECTURE_FIELDS, AUG_MODES, FORMS, ArchitectureError, describe_keys, forms, is_tensor
 from evaluate.networks.forms import block_count
-from evaluate.readings.geometry import SEED, Geometry
+from evaluate.pixels.geometry import SEED, Geometry
 
 if TYPE_CHECKING:  # torch and the networks are imported where a network is built or a weight read: the workflow's
     from torch import Tensor, nn  # own process names the architectures (config checks) without paying for them
@@ -52,7 +52,7 @@ class Architecture:
 
     name: the slug recorded in meta.json; title: for people; head_layout: "6x64", "12x64", "16x64" or "8x48";
     variants: what `recognise` may return, the main one first (what a freshly built demo network is);
-    geometry: patch, width, depth and registers (`evaluate.readings.geometry.Geometry`);
+    geometry: patch, width, depth and registers (`evaluate.pixels.geometry.Geometry`);
     pos_grid: the grid the position table of a freshly built network is for (a loaded one's is read from its rows);
     recognise(state) -> variant or None;
     to_released(state, variant) -> (the released form in our layout, dropped keys) (`forms`);

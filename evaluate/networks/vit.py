@@ -49,7 +49,7 @@ from torch import Tensor, nn
 
 from evaluate import EvaluationError
 from evaluate.networks import AUG_MODES
-from evaluate.readings.geometry import PATCH, TOKENS224_GRID, WIDTH, Geometry
+from evaluate.pixels.geometry import PATCH, TOKENS224_GRID, WIDTH, Geometry
 
 # Sees one block's attention queries and keys: tap(block index 0.., q, k), q and k (B, heads, N, d) as the attention
 # used them; it must not change them (`VisionTransformer.tokens_tapped`).

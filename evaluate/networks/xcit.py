@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from evaluate.networks.vit import LN_EPS, Mlp, float32_island, init_linears_and_norms, key_projection, patch_grid
-from evaluate.readings.geometry import PATCH, SEED, WIDTH
+from evaluate.pixels.geometry import PATCH, SEED, WIDTH
 
 EMBED_DIM = WIDTH
 DEPTH = 12

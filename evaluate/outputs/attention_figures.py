@@ -23,7 +23,7 @@ from matplotlib.patches import Rectangle
 
 from evaluate.attention.summary import ENTROPY, SPREAD
 from evaluate.outputs.drawing import DPI, PALETTE, RUN_FIGSIZE, FigureError, safe_name, save_png
-from evaluate.outputs.table_model import DIGITS, MEASURE_DIGITS
+from evaluate.scores import catalogue
 from evaluate.outputs.views import attention_records
 
 HEATMAP_FIGSIZE = (9.0, 5.0)
@@ -35,7 +35,7 @@ def attention_heatmap(tables: Mapping, title: str, out_png: str | os.PathLike) -
     floats in percent, "attention_entropy": the same in nats})."""
     fig = Figure(figsize=HEATMAP_FIGSIZE, dpi=DPI)
     for k, (name, unit) in enumerate(((SPREAD, "% of patches"), (ENTROPY, "nats"))):
-        digits = MEASURE_DIGITS.get(name, DIGITS)
+        digits = catalogue.measure(name).digits
         values = np.asarray(tables[name], dtype=np.float64)
         ax = fig.add_subplot(1, 2, k + 1)
         image = ax.imshow(values, cmap="viridis", aspect="auto")

@@ -36,12 +36,12 @@ from evaluate.ledger.records import read_records
 from evaluate.outputs.attention_figures import attention_figures
 from evaluate.outputs.drawing import DPI, PALETTE, RUN_FIGSIZE, FigureError, safe_name, save_png
 from evaluate.outputs.overlays import gallery_figure, mask_overlays
-from evaluate.outputs.table_model import DISPLAY_NAMES
+from evaluate.scores import catalogue
 from evaluate.outputs.tables import eval_measures
 from evaluate.outputs.video_figures import video_figures
 from evaluate.outputs.views import gallery_picks
 from evaluate.plumbing.paths import RECORDS_IN_LEDGER
-from evaluate.readings.geometry import SEED
+from evaluate.pixels.geometry import SEED
 
 EIGEN_FIGSIZE = (8.0, 4.0)
 
@@ -192,10 +192,10 @@ def eigenvector_figure(image_path: str | os.PathLike, eigenvector: np.ndarray, o
                           f"{eigenvector.shape}")
     from PIL import Image  # noqa: PLC0415
 
-    from evaluate.readings.images import ImageError, open_rgb  # noqa: PLC0415
+    from evaluate.pixels.images import ImageError, open_rgb  # noqa: PLC0415
 
     try:
-        # keys480's resize (evaluate.readings.images.keys480_pixels: the whole image, PIL LANCZOS) at this side
+        # keys480's resize (evaluate.pixels.images.keys480_pixels: the whole image, PIL LANCZOS) at this side
         picture = np.asarray(open_rgb(image_path).resize((int(side), int(side)), Image.Resampling.LANCZOS),
                              dtype=np.uint8)
     except ImageError as exc:
@@ -279,7 +279,7 @@ def ledger_figures(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
             entry = pair_agreement(a, b, resamples=resamples, seed=seed)
             if len(entry["checkpoints"]) >= 2:
                 files.append(agreement_scatter(
-                    a, b, entry, tuple(DISPLAY_NAMES[k][0] for k in SCATTER_PAIR), name,
+                    a, b, entry, tuple(catalogue.plain(k) for k in SCATTER_PAIR), name,
                     out / f"agreement_{safe_name(name)}_{SCATTER_PAIR[0]}_{SCATTER_PAIR[1]}.png"))
     files += attention_figures(records, out, attention_rows)
     if video and video["videos"]:

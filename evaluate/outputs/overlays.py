@@ -78,8 +78,8 @@ def _results_by_image(path: str | os.PathLike) -> dict[int, list[dict]]:
 
 
 def _open_picture(dataset, image_id: int) -> np.ndarray:
-    """The image as the readings start from it (`evaluate.readings.images.open_rgb`): (H, W, 3) uint8."""
-    from evaluate.readings.images import ImageError, open_rgb  # noqa: PLC0415
+    """The image as the readings start from it (`evaluate.pixels.images.open_rgb`): (H, W, 3) uint8."""
+    from evaluate.pixels.images import ImageError, open_rgb  # noqa: PLC0415
 
     try:
         return np.asarray(open_rgb(dataset.image_path(image_id)))

@@ -11,7 +11,8 @@ import math
 from typing import Sequence
 
 from evaluate.networks import REFERENCE_PRECISION, SEED_NETWORK
-from evaluate.outputs.table_model import DESCRIPTIVE, DISPLAY_NAMES, Cell, text
+from evaluate.outputs.table_model import Cell, text
+from evaluate.scores import catalogue
 from evaluate.scores.measures import PERCENT
 
 ABSENT = Cell(text="–", latex="--")  # a reading the checkpoint's network does not have (XCiT's attention spread)
@@ -49,7 +50,7 @@ def describe_dataset(recs: Sequence[dict], dataset: str) -> str:
     parts = [f"{dataset}, {n} {unit(recs)}"]
     left = sorted({(m["n_images"], m["measure"]) for m in measures if m["n_left_out"]})
     for scored in sorted({s for s, _ in left}):
-        names = ", ".join(DISPLAY_NAMES.get(x, (x,))[0] for s, x in left if s == scored)
+        names = ", ".join(catalogue.plain(x) for s, x in left if s == scored)
         parts.append(f"{names} over the {scored} with non-crowd ground truth")
     text_ = "; ".join(parts) + "."
     for kind, noun in (("decoder", "Decoder setting"), ("probe", "Probe")):
@@ -94,7 +95,7 @@ def unit(recs: Sequence[dict]) -> str:
 def missing_cell(recs: Sequence[dict], checkpoint: str, dataset: str, col: str) -> Cell:
     """The cell of a measure a checkpoint lacks: a dash where its record says the reading is absent, else empty."""
     absent = any(r.get("attention_absent") for r in recs if r["checkpoint"] == checkpoint and r["dataset"] == dataset)
-    return ABSENT if absent and col.split(":", 1)[-1] in DESCRIPTIVE else Cell()
+    return ABSENT if absent and catalogue.describes(col.split(":", 1)[-1]) else Cell()
 
 
 def checkpoint_rows(recs: Sequence[dict], index: dict, dataset: str, cols: Sequence[str],

@@ -13,7 +13,8 @@ Best values: in a column marked `best`, the highest value (by the number, not by
 (`\textbf{}`, `**`, `<strong>`); every cell that equals it exactly is bold too (ties share the bold); a column
 with fewer than two values has no best. Per-category tables (checkpoints as columns) mark the best checkpoint in
 each row instead (`best_by="row"`). Every measure here is better when higher (differences too), but the video
-decays (`LOWER_IS_BETTER`), whose columns mark no best.
+decays and the other measures the catalogue (`evaluate.scores.catalogue`) calls better when lower, whose
+columns mark no best.
 """
 
 from __future__ import annotations
@@ -28,46 +29,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from evaluate.plumbing.atomic import write_text
-from evaluate.saliency.measures import BS_SUFFIX
+from evaluate.scores.catalogue import BY_NAME, DIGITS
 
-# measure -> (plain display name for Markdown, HTML and figures, LaTeX display name)
-DISPLAY_NAMES = {
-    "jaccard": ("Jaccard", "Jaccard"),
-    "corloc": ("CorLoc", "CorLoc"),
-    "corloc_box": ("CorLoc (box)", "CorLoc (box)"),
-    "ap": ("AP", "AP"),
-    "ap50": ("AP50", "AP$_{50}$"),
-    "ar10": ("AR@10", "AR@10"),
-    "probe_miou": ("probe mIoU", "probe mIoU"),
-    "probe_accuracy": ("probe accuracy", "probe accuracy"),
-    "jf_mean": ("J&F", r"$\mathcal{J}\&\mathcal{F}$"),
-    "j_mean": ("J", r"$\mathcal{J}$"),
-    "f_mean": ("F", r"$\mathcal{F}$"),
-    "j_recall": ("J recall", r"$\mathcal{J}$ recall"),
-    "f_recall": ("F recall", r"$\mathcal{F}$ recall"),
-    "j_decay": ("J decay", r"$\mathcal{J}$ decay"),
-    "f_decay": ("F decay", r"$\mathcal{F}$ decay"),
-    "attention_spread": ("attention spread", "attention spread"),
-    "attention_entropy": ("attention entropy", "attention entropy"),
-}
-# saliency (docs/design.md §16): TokenCut's three, PySODMetrics' four (in the order of evaluate.saliency.measures),
-# and each after the bilateral solver (BS_SUFFIX)
-SALIENCY_NAMES = {
-    "saliency_iou": ("IoU", "IoU"),
-    "saliency_accuracy": ("accuracy", "accuracy"),
-    "saliency_maxf": ("maxF", r"max$F_\beta$"),
-    "sod_maxf": ("SOD maxF", r"SOD max$F_\beta$"),
-    "sod_mae": ("SOD MAE", "SOD MAE"),
-    "sod_smeasure": ("SOD S", r"SOD $S_\alpha$"),
-    "sod_emeasure": ("SOD E", r"SOD $E_\phi$"),
-}
-DISPLAY_NAMES.update(SALIENCY_NAMES)
-DISPLAY_NAMES.update({key + BS_SUFFIX: (f"{plain} + BS", f"{latex} + BS") for key, (plain, latex) in SALIENCY_NAMES.items()})
-LOWER_IS_BETTER = ("j_decay", "f_decay", "sod_mae", "sod_mae" + BS_SUFFIX)  # measures whose columns mark no best (bold goes to the highest value)
-# measures that describe a checkpoint rather than score it: no bold best (a wider attention is not a better one)
-DESCRIPTIVE = ("attention_spread", "attention_entropy")
-MEASURE_DIGITS = {"attention_entropy": 2}  # decimals where a measure's unit is not percent (nats)
-DIGITS = 1  # decimals of a percentage in Markdown, HTML and LaTeX (CSV keeps full precision)
 LATEX_SPECIALS = {
     "\\": r"\textbackslash{}", "_": r"\_", "&": r"\&", "%": r"\%", "#": r"\#", "$": r"\$", "{": r"\{",
     "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -122,17 +85,17 @@ def text_column(key: str, plain: str | None = None) -> Column:
 
 def measure_column(key: str, best: bool = True, suffix: str = "") -> Column:
     """The column of measure `key` (`measure` or `kind:measure`, or `measure_h{h}`: its value for head h) under its
-    display names (no best marked for a measure of LOWER_IS_BETTER or DESCRIPTIVE)."""
+    display names (`evaluate.scores.catalogue`; no best marked for a measure better when lower or descriptive)."""
     kind, _, base = key.rpartition(":")
     base, head = (base.rsplit("_h", 1) + [""])[:2] if re.fullmatch(r".+_h\d+", base) else (base, "")
-    best = best and base not in LOWER_IS_BETTER
-    plain, latex = DISPLAY_NAMES.get(base, (base, latex_escape(base)))
+    entry = BY_NAME.get(base)  # a measure the catalogue lacks (a record of an older release): its name, a best
+    plain, latex = (entry.plain, entry.latex) if entry else (base, latex_escape(base))
     if head:
         plain, latex = f"{plain} head {head}", f"{latex} head {head}"
     if kind:
         plain, latex = f"{kind} {plain}", f"{latex_escape(kind)} {latex}"
     return Column(key + suffix, plain + suffix, latex + latex_escape(suffix), numeric=True,
-                  digits=MEASURE_DIGITS.get(base, DIGITS), best=best and base not in DESCRIPTIVE)
+                  digits=entry.digits if entry else DIGITS, best=best and (entry.marks_best if entry else True))
 
 
 def text(value) -> Cell:

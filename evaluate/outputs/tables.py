@@ -40,8 +40,6 @@ from evaluate.outputs.rows import (
     unit,
 )
 from evaluate.outputs.table_model import (
-    DISPLAY_NAMES,
-    SALIENCY_NAMES,
     Cell,
     Column,
     Table,
@@ -51,12 +49,9 @@ from evaluate.outputs.table_model import (
     write_table,
 )
 from evaluate.plumbing.paths import RECORDS_IN_LEDGER
-from evaluate.saliency.measures import BS_SUFFIX
+from evaluate.scores import catalogue
 from evaluate.scores.measures import PERCENT, measure_scale, stats_array
 
-MEASURE_ORDER = ("jaccard", "corloc", "corloc_box", *SALIENCY_NAMES, *(m + BS_SUFFIX for m in SALIENCY_NAMES), "ap", "ap50", "ar10",
-                 "probe_miou", "probe_accuracy", "attention_spread", "attention_entropy", "jf_mean", "j_mean", "f_mean",
-                 "j_recall", "f_recall", "j_decay", "f_decay")
 TAU_DIGITS = 2  # decimals of Kendall's tau
 
 
@@ -65,7 +60,7 @@ TAU_DIGITS = 2  # decimals of Kendall's tau
 
 def _measure_sort_key(name: str) -> tuple:
     base = name.split(":", 1)[-1]
-    return (MEASURE_ORDER.index(base) if base in MEASURE_ORDER else len(MEASURE_ORDER), base, name)
+    return (catalogue.place(base), base, name)
 
 
 def _column_names(records: Sequence[dict]) -> dict[tuple[str, str], str]:
@@ -93,7 +88,7 @@ def _index_measures(records: Sequence[dict], columns: dict) -> dict[tuple[str, s
 
 
 def eval_measures(records: Sequence[dict], dataset: str) -> tuple[list[str], dict[str, dict[str, dict]]]:
-    """The eval measures of one data set: (column keys in MEASURE_ORDER, {column: {checkpoint: measure}})."""
+    """The eval measures of one data set: (column keys in the catalogue's order, {column: {checkpoint: measure}})."""
     evals = [r for r in records if r["role"] == "eval"]
     columns = _column_names(evals)
     out: dict[str, dict[str, dict]] = {}
@@ -106,7 +101,7 @@ def eval_measures(records: Sequence[dict], dataset: str) -> tuple[list[str], dic
 def _units(recs: Sequence[dict]) -> str:
     """"Percent", and the measures in another unit (the attention entropy, in nats) where the records hold any."""
     other = sorted({m["measure"] for r in recs for m in r["measures"] if measure_scale(m) != PERCENT})
-    names = ", ".join(DISPLAY_NAMES.get(x, (x,))[0] for x in other)
+    names = ", ".join(catalogue.plain(x) for x in other)
     return f"Percent ({names} in nats; {ABSENT.text}: the network has no attention over patches)" if other else \
         "Percent"
 
@@ -136,11 +131,11 @@ def checkpoint_tables(records: Sequence[dict]) -> list[Table]:
 
 
 def add_published_rows(table: Table, recs: Sequence[dict], cols: Sequence[str], ids: Sequence[str]) -> None:
-    """Append the published rows (evaluate/outputs/published.yaml) for the records' architectures on the data set's
+    """Append the published rows (evaluate/datasets/benchmarks.yaml) for the records' architectures on the data set's
     benchmark (a discovery record's `benchmark`), set apart at the end (`Table.apart`: never bold), the sources
     in the caption. A row fills the column of its measure whose kind is its method's name in lower case (the box
     decoder that reproduces it), or the bare measure's column."""
-    from evaluate.outputs.published import published_rows
+    from evaluate.datasets.benchmarks import published_rows
 
     benchmark = next((r.get("benchmark") for r in recs if r.get("benchmark")), None)
     if benchmark is None:

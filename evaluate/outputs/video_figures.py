@@ -61,7 +61,7 @@ def video_figure(dataset, results_dir: str | os.PathLike, names: Sequence[str], 
     PNG size: (3 * TILE_INCHES * DPI) x ((len(names) * TILE_INCHES + LEGEND_INCHES + TITLE_INCHES) * DPI) pixels.
     """
     from evaluate.datasets.davis import read_mask
-    from evaluate.readings.images import open_rgb
+    from evaluate.pixels.images import open_rgb
 
     if not names:
         raise FigureError(f"{results_dir}: a video figure needs at least one sequence")

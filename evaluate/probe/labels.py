@@ -7,7 +7,7 @@
 - `label_map`: each pixel gets the class of the non-crowd instance covering it. Overlaps: the instance with fewer
   decoded pixels wins; on equal areas the higher annotation id. An instance wins over a crowd region; crowd pixels
   that no instance covers are 255 (ignore); everything else is 0.
-- `label_map224`: the tokens224 geometry (`evaluate.readings.images.tokens224_geometry`): PIL NEAREST resize of the
+- `label_map224`: the tokens224 geometry (`evaluate.pixels.images.tokens224_geometry`): PIL NEAREST resize of the
   uint8 map to (new_w, new_h), then the 224 x 224 crop at (left, top).
 - `patch_labels`: per p x p patch (row-major over the g x g grid, g = 224 / p, as the tokens: 14 x 14 patches of 16
   for p 16, 28 x 28 of 8 for p 8, 16 x 16 of 14 for p 14), the majority label of its p^2 pixels not 255; more than
@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image
 
 from evaluate.probe import ProbeError
-from evaluate.readings.geometry import SEED, TOKENS224_SIZE, Geometry
+from evaluate.pixels.geometry import SEED, TOKENS224_SIZE, Geometry
 
 IGNORE = 255
 SIZE = TOKENS224_SIZE  # the label map's side: tokens224's 224-px crop, whatever the patch
@@ -113,7 +113,7 @@ def label_map(source: Any, image_id: int, class_of_category: dict[int, int]) -> 
 
 def label_map224(label_map: np.ndarray) -> np.ndarray:
     """The label map in the tokens224 geometry: uint8 (224, 224) (nearest resize, then the centre crop)."""
-    from evaluate.readings.images import tokens224_geometry
+    from evaluate.pixels.images import tokens224_geometry
 
     arr = np.asarray(label_map)
     if arr.ndim != 2 or arr.dtype != np.uint8:

@@ -1,4 +1,9 @@
-"""What leaves a network: the readings' geometry (`geometry`), images and their two transforms (`images`), a
-shard's inputs decoded once (`inputs`), the feature shards keys480 and tokens224 (`features`), the shard jobs'
-entries (`extraction`), and the video reading frames480 (`frames`).
+"""What leaves a network: one module per reading, each declaring its geometry and the network form it needs, and
+the one runner that loads the network, reads a shard and writes it with its identity.
 """
+
+from evaluate import EvaluationError
+
+
+class ReadingError(EvaluationError):
+    """A reading that cannot be taken or read back as asked; the message names the file or the input."""

@@ -1,7 +1,7 @@
 """Feature shards (docs/design.md §3): both readings of a data set's images, stored per shard, read back as one array.
 
 A shard folder holds (N480, N224 patches and width D from the network's geometry,
-`evaluate.readings.geometry.Geometry`: (900, 196, 384) for the seed's ViT-S/16)
+`evaluate.pixels.geometry.Geometry`: (900, 196, 384) for the seed's ViT-S/16)
 
     keys480.npy     (n, N480, D)   the last block's keys on the s x s input (s = 480, or 476 for patch 14)
     tokens224.npy   (n, N224, D)   the last block's output on the 224 x 224 centre crop
@@ -33,11 +33,11 @@ import numpy as np
 from numpy.lib.format import open_memmap, read_array_header_1_0, read_array_header_2_0, read_magic
 from tqdm import tqdm
 
-from evaluate import EvaluationError
+from evaluate.readings import ReadingError
 from evaluate.networks import REFERENCE_PRECISION, SEED_NETWORK
 from evaluate.plumbing.atomic import atomic_path, write_json
-from evaluate.readings.images import TRANSFORMS
-from evaluate.readings.geometry import KINDS, Geometry
+from evaluate.pixels.images import TRANSFORMS
+from evaluate.pixels.geometry import KINDS, Geometry
 from evaluate.plumbing.provenance import code_version, library_versions
 
 if TYPE_CHECKING:  # torch is imported by the functions that run a network: a job that only reads shards or lists
@@ -56,7 +56,7 @@ SHARED_META_KEYS = ("checkpoint_sha256", "checkpoint_format", "architecture", "m
 log = logging.getLogger("evaluate.readings.features")
 
 
-class FeatureError(EvaluationError):
+class FeatureError(ReadingError):
     """A feature shard that is incomplete, inconsistent or does not match what it claims."""
 
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
-from evaluate.readings.geometry import FRAMES_LONG_MULTIPLE, SEED, Geometry
-from evaluate.readings.images import normalise_pixels, normalised_levels
+from evaluate.pixels.geometry import FRAMES_LONG_MULTIPLE, SEED, Geometry
+from evaluate.pixels.images import normalise_pixels, normalised_levels
 
 if TYPE_CHECKING:  # torch is imported where a frame is resized: the workflow's own process checks `check_height`
     import torch

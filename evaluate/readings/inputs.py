@@ -2,7 +2,7 @@
 
 The JPEG decode and the two resizes are the same for every checkpoint; only the network differs. So a shard's
 images are decoded once, by `preprocess_shard`, into the uint8 pixels both readings start from, and every
-checkpoint's extraction of that shard normalises those same bytes (`evaluate.readings.images.normalise_pixels`), which gives
+checkpoint's extraction of that shard normalises those same bytes (`evaluate.pixels.images.normalise_pixels`), which gives
 features bit for bit equal to decoding the JPEGs in the extraction job itself (`DecodedInputs`, today's path).
 
 An inputs folder (`results/inputs/{dataset}/{shard}/`, temporary in the workflow) holds
@@ -36,8 +36,8 @@ from numpy.lib.format import open_memmap
 
 from evaluate import EvaluationError
 from evaluate.plumbing.atomic import atomic_path, write_json
-from evaluate.readings.images import keys480_pixels, normalise_pixels, tokens224_pixels
-from evaluate.readings.geometry import KEYS480_SIZE, TOKENS224_SIZE
+from evaluate.pixels.images import keys480_pixels, normalise_pixels, tokens224_pixels
+from evaluate.pixels.geometry import KEYS480_SIZE, TOKENS224_SIZE
 
 if TYPE_CHECKING:  # tensors are made by `normalise_pixels`; the decoding jobs and workers never import torch
     import torch

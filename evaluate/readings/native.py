@@ -28,7 +28,7 @@ import torch
 from evaluate.plumbing.atomic import atomic_path, read_json, write_json
 from evaluate.plumbing.provenance import code_version, library_versions
 from evaluate.readings.features import DTYPES, FeatureError, network_precision
-from evaluate.readings.images import normalise
+from evaluate.pixels.images import normalise
 
 KEYS = "keys-native.npy"
 INDEX = "native.json"

@@ -34,9 +34,6 @@ from evaluate.scores.bootstrap import bootstrap_values
 THRESHOLDS = np.arange(0, 1, 1 / 255)  # 255 float64 thresholds; 24 lie one ulp below k / 255, as TokenCut's do
 BETA_SQUARED = 0.3
 BINARY_THRESHOLD = 0.5
-TOKENCUT_MEASURES = ("saliency_iou", "saliency_accuracy", "saliency_maxf")
-SOD_MEASURES = ("sod_maxf", "sod_mae", "sod_smeasure", "sod_emeasure")
-BS_SUFFIX = "_bs"  # the measures of the bilateral solver's output ("+ BS" rows): each name with this suffix
 PERCENT = 100.0
 
 

@@ -29,7 +29,7 @@ FIGURE_IMAGES = 4  # the first images of a set whose readings a record keeps for
 
 def open_set(spec: dict):
     """The `SaliencySet` of a data set's spec (its root, or its images and masks folders)."""
-    from evaluate.saliency.data import open_saliency_set
+    from evaluate.datasets.saliency import open_saliency_set
 
     if spec.get("root"):
         return open_saliency_set(spec["root"])
@@ -48,7 +48,7 @@ def write_manifest(*, spec: dict, shard_size: int, out: str | os.PathLike) -> di
                "annotations_sha256": pairs.annotations_sha256}
     manifest = {**content, "manifest_sha256": sha256_json(content)}
     if spec.get("benchmark"):
-        from evaluate.outputs.published import benchmark_size
+        from evaluate.datasets.benchmarks import benchmark_size
 
         expected = benchmark_size(spec["benchmark"])
         if len(ids) != expected:
@@ -73,7 +73,7 @@ def _as_listed(pairs, manifest: dict, manifest_file: str | os.PathLike):
 def read_shard(*, checkpoint: str, checkpoint_file: str | os.PathLike, which: str, position_rule: str | None,
                spec: dict, manifest_file: str | os.PathLike, shard: str, out_reading: str | os.PathLike,
                out_meta: str | os.PathLike, threads: int) -> dict:
-    """TokenCut's reading (`evaluate.saliency.reading`) of one shard by one checkpoint (the network in its released
+    """TokenCut's reading (`evaluate.readings.saliency`) of one shard by one checkpoint (the network in its released
     form, float32 on the CPU), with the solver where `spec["bilateral"]`; writes the reading and its meta; returns
     the meta."""
     import torch
@@ -83,9 +83,9 @@ def read_shard(*, checkpoint: str, checkpoint_file: str | os.PathLike, which: st
     from evaluate.plumbing.provenance import code_version, library_versions
     from evaluate.readings.features import shard_image_ids
     from evaluate.readings.native import FORM
-    from evaluate.saliency.bilateral import TOKENCUT_SOLVER
-    from evaluate.saliency.data import read_image
-    from evaluate.saliency.reading import EPS, TAU, read_saliency
+    from decoders.bilateral import TOKENCUT_SOLVER
+    from evaluate.datasets.saliency import read_image
+    from evaluate.readings.saliency import EPS, TAU, read_saliency
 
     manifest = read_json(manifest_file)
     ids = shard_image_ids(manifest, shard, manifest_file)
@@ -150,10 +150,11 @@ def score_saliency(scoring: Any, *, spec: dict, manifest_file: str | os.PathLike
     record (kind `saliency`) and returns it. Images are scored one at a time: a set need not fit in memory."""
     from evaluate.ledger.scoring import Scored, score_on_record
     from evaluate.plumbing.atomic import read_json
-    from evaluate.saliency.bilateral import TOKENCUT_SOLVER, refined_from_vertices
-    from evaluate.saliency.data import read_image, read_mask_levels
-    from evaluate.saliency.measures import BS_SUFFIX, SaliencyTally
-    from evaluate.saliency.reading import mask_at_image_size
+    from decoders.bilateral import TOKENCUT_SOLVER, refined_from_vertices
+    from evaluate.datasets.saliency import read_image, read_mask_levels
+    from evaluate.saliency.measures import SaliencyTally
+    from evaluate.scores.catalogue import BS_SUFFIX
+    from evaluate.readings.saliency import mask_at_image_size
 
     manifest = read_json(manifest_file)
     shards = [ShardReadings(path) for path in reading_files]
@@ -218,9 +219,9 @@ def figure_maps(entry: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
     map (H, W) float64 or None, the truth (H, W) bool or None)."""
     from PIL import Image
 
-    from evaluate.readings.images import to_rgb
-    from evaluate.saliency.bilateral import refined_from_vertices
-    from evaluate.saliency.reading import mask_at_image_size
+    from evaluate.pixels.images import to_rgb
+    from decoders.bilateral import refined_from_vertices
+    from evaluate.readings.saliency import mask_at_image_size
 
     with Image.open(entry["image"]) as img:
         rgb = np.asarray(to_rgb(img), dtype=np.uint8)

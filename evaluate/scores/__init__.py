@@ -1,7 +1,8 @@
-"""Scores of masks against labels (`masks`), bootstrap intervals over images (`bootstrap`), the measures of a
-ledger record with their intervals (`measures`), the decoder's setting chosen on the select split (`selection`, with
-the select job's entry), the decoder's masks scored on an eval data set (`decoder`, the score_decoder job's entry)
-and the agreement of two readings' rankings (`agreement`).
+"""A pure library of measures: masks against labels (`masks`: Jaccard, CorLoc, mask AP), boxes against boxes
+(`boxes`), bootstrap intervals over images (`bootstrap`), the measure entries of a ledger record with their
+intervals (`measures`), the agreement of two readings' rankings (`agreement`), and the one catalogue of every
+measure the tool reports (`catalogue`: names, units, display names, order, which way is better). Nothing here opens
+labels or writes a record: the stages do (`evaluate.decoding`, `evaluate.probe`, ...).
 """
 
 from evaluate import EvaluationError

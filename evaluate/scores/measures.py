@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evaluate.plumbing.atomic import plain_json
-from evaluate.scores import ScoreError
+from evaluate.scores import ScoreError, catalogue
 from evaluate.scores.bootstrap import bootstrap_ci
 
 MEASURE_FIELDS = (
@@ -47,7 +47,7 @@ def make_measure(
     level: float = 0.95,
     scale: float = PERCENT,
 ) -> dict:
-    """A record's measure entry.
+    """A record's measure entry. `measure`: its name, an entry of `evaluate.scores.catalogue`.
 
     With a `reducer` the per-image statistics are the unit-free inputs of `evaluate.scores.bootstrap` ("mean": per-image
     float, e.g. Jaccard in [0, 1]; "ratio": per-image [num, den]; "miou": per-image sparse confusion
@@ -57,6 +57,7 @@ def make_measure(
     scale: what the reducer is multiplied by (PERCENT unless the per-image values are already in the measure's unit,
     e.g. 1.0 for an entropy in nats); any other scale is recorded in the entry as `scale`.
     """
+    catalogue.measure(measure)  # one entry of the catalogue per measure: a name without one is refused here
     lo = hi = None
     if reducer is not None:
         if reducer not in REDUCERS:

@@ -23,7 +23,7 @@ matched, never the full affinity of every context frame; and a query's weights c
 either way (`tie_margin`) or the window holds fewer than k sources: those queries take DINO's rule in float64 on the
 tokens as given, over the sources that can matter.
 
-The sizes come from the network's `.geometry` (`evaluate.readings.geometry.Geometry`; a network without one is the
+The sizes come from the network's `.geometry` (`evaluate.pixels.geometry.Geometry`; a network without one is the
 seed's ViT-S/16): the frames480 size (`Geometry.frames480_size`), the grid (frame size / p) and the upsampling (x p);
 the neighbourhood stays in patches.
 
@@ -57,8 +57,8 @@ from evaluate.readings.frames import (
     frames480_size,
     resize_nearest,
 )
-from evaluate.readings.geometry import SEED, Geometry
-from evaluate.readings.images import open_rgb
+from evaluate.pixels.geometry import SEED, Geometry
+from evaluate.pixels.images import open_rgb
 from evaluate.video.settings import PropagationSettings
 
 log = logging.getLogger("evaluate.video.propagate")

@@ -29,8 +29,8 @@ import numpy as np
 from PIL import Image
 
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.readings.images import opened_image, to_rgb
-from evaluate.saliency import SaliencyError
+from evaluate.pixels.images import opened_image, to_rgb
+from evaluate import EvaluationError
 
 SET_LAYOUTS = {  # the set's name -> (images folder, masks folder) under its root, as each download unpacks
     "ecssd": ("images", "ground_truth_mask"),
@@ -42,7 +42,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 MASK_SUFFIX = ".png"
 
 
-class SaliencyDataError(SaliencyError):
+class SaliencyDataError(EvaluationError):
     """A saliency folder, image or mask that cannot be used; the message names the file."""
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from evaluate.ledger.scoring import Scoring
 
-log = logging.getLogger("evaluate.scores.decoder")
+log = logging.getLogger("evaluate.decoding.scoring")
 
 
 def score_decoder(scoring: Scoring, *, masks_file: str | os.PathLike, selected_file: str | os.PathLike,

@@ -1,15 +1,26 @@
-"""The attention-spread reading through a network (docs/design.md §13), in the pass that gives tokens224.
+"""The attention-spread reading (`attention`) through a network (docs/design.md §13), in the pass that gives tokens224.
 
 For every block and head of the ViT family (plain, LayerScale, Aug-ViT; any patch p and width D, D / 64 heads) the
 attention rows are softmax(q k^T / 8) over the N patches (backbone form: no class token; N = (224 / p)^2 at 224 px:
 196 for p 16, 784 for p 8, 256 for p 14; N and the heads are read from the network's own queries). Each row's
-entropy H (nats, `evaluate.attention.entropy`) is reduced per image to two numbers per (block, head): the mean over
+entropy H (nats, below) is reduced per image to two numbers per (block, head): the mean over
 rows of H, and the mean over rows of e^H / N (the share of the N patches the row is worth). The queries and keys
 are those the network's own attention used (`VisionTransformer.tokens_tapped`), so the tokens that come out are
 `tokens(x)` bit for bit.
 
 XCiT-S12/16 has no such rows (its attention weighs channels against channels): `patch_attention` is False there and
 `tokens_and_spread` gives the tokens with None for the reading, never an error.
+
+The entropy of an attention row: H = -sum_j a_j ln a_j in nats, with 0 ln 0 = 0.
+
+A row of N weights has H in [0, ln N]: 0 for a row on one patch, ln N for a uniform row (at 224 px ln 196 = 5.278
+nats for p 16, ln 784 = 6.664 for p 8, ln 256 = 5.545 for p 14). e^H is the number of patches whose equal shares
+would be as spread out.
+
+From the logits s of a row (the scores q k^T / sqrt(d)) the entropy is taken as H = -sum_j a_j ln a_j with
+ln a = log_softmax(s) and a = e^{ln a}: every term a_j ln a_j is <= 0, so nothing cancels, a weight that underflows
+to 0 contributes exactly 0, and no logarithm of a rounded weight is taken. Three passes over the N x N logits
+(log_softmax, exp, one dot product per row) after the one batched product that makes them.
 """
 
 from __future__ import annotations
@@ -20,8 +31,38 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from evaluate.attention import AttentionError
-from evaluate.attention.entropy import qk_row_entropy
+from evaluate.readings import ReadingError
+
+
+def row_entropy(weights: Tensor) -> Tensor:
+    """H of rows of weights: (..., N) float, each row non-negative and summing to 1 -> (...) same dtype, nats.
+
+    0 ln 0 = 0 (`torch.special.entr`), so a one-hot row gives exactly 0.
+    """
+    return torch.special.entr(weights).sum(-1)
+
+
+def logit_row_entropy(logits: Tensor) -> Tensor:
+    """H of softmax(logits) along the last axis: (..., N) float, finite -> (...) same dtype, nats."""
+    log_weights = logits.log_softmax(-1)
+    return -torch.linalg.vecdot(log_weights.exp(), log_weights)
+
+
+def qk_row_entropy(q: Tensor, k: Tensor) -> Tensor:
+    """H of every attention row softmax(q k^T / sqrt(d)), head by head.
+
+    q: (B, heads, N, d), k: (B, heads, M, d) float (any float dtype; autocast's float16 included); M = N in the
+    network. Returns (B, heads, N) float32, row i of a head being query i's weights over the M keys. Computed in
+    float32 with autocast off, whatever the network ran in: the logits of all images and heads in one batched
+    product (scaled by 1 / sqrt(d) in it), then `logit_row_entropy`. Holds three (B * heads, N, M) float32 arrays at
+    a time.
+    """
+    batch, heads, n, d = q.shape
+    with torch.autocast(q.device.type, enabled=False):
+        q3 = q.float().reshape(batch * heads, n, d)
+        k3 = k.float().reshape(batch * heads, k.shape[-2], d)
+        logits = torch.baddbmm(q3.new_zeros(()), q3, k3.transpose(1, 2), beta=0.0, alpha=d**-0.5)
+        return logit_row_entropy(logits).reshape(batch, heads, n)
 
 
 @dataclass(frozen=True)
@@ -56,14 +97,14 @@ class _SpreadTap:
 
     def __call__(self, block: int, q: Tensor, k: Tensor) -> None:
         if block != len(self.entropy):
-            raise AttentionError(f"attention tap: block {block} arrived after {len(self.entropy)} blocks")
+            raise ReadingError(f"attention tap: block {block} arrived after {len(self.entropy)} blocks")
         entropy, spread = image_row_means(qk_row_entropy(q, k))
         self.entropy.append(entropy)
         self.spread.append(spread)
 
     def result(self, blocks: int) -> AttentionSpread:
         if len(self.entropy) != blocks:
-            raise AttentionError(f"attention tap: {len(self.entropy)} blocks seen, the network has {blocks}")
+            raise ReadingError(f"attention tap: {len(self.entropy)} blocks seen, the network has {blocks}")
         return AttentionSpread(torch.stack(self.entropy, 1), torch.stack(self.spread, 1))
 
 
@@ -84,16 +125,16 @@ def tokens_and_spread(model: nn.Module, x: Tensor) -> tuple[Tensor, AttentionSpr
 def query_patch(patch: int | None, n_patches: int, size: tuple[int, int]) -> int:
     """The query's index, row by row, in the (gh, gw) grid of square patches that cuts an input of `size` (H, W) into
     `n_patches`: `patch` checked against that grid, or its centre patch (row gh // 2, column gw // 2) for None (at
-    224 px: 105 for p 16, 406 for p 8, 136 for p 14). AttentionError for an index outside the grid."""
+    224 px: 105 for p 16, 406 for p 8, 136 for p 14). ReadingError for an index outside the grid."""
     height, width = (int(v) for v in size)
     p = math.isqrt(height * width // max(1, int(n_patches)))
     gh, gw = (height // p, width // p) if p else (0, 0)
     if gh * gw != n_patches:
-        raise AttentionError(f"{n_patches} patches do not cut a {width} x {height} input into square patches")
+        raise ReadingError(f"{n_patches} patches do not cut a {width} x {height} input into square patches")
     if patch is None:
         return (gh // 2) * gw + gw // 2
     if isinstance(patch, bool) or int(patch) != patch or not 0 <= patch < n_patches:
-        raise AttentionError(f"patch {patch!r} out of range for {n_patches} patches (the {gh} x {gw} grid of "
+        raise ReadingError(f"patch {patch!r} out of range for {n_patches} patches (the {gh} x {gw} grid of "
                              f"{p}-px patches: 0 .. {n_patches - 1})")
     return int(patch)
 
@@ -107,12 +148,12 @@ def attention_rows(model: nn.Module, x: Tensor, patch: int | None, block: int = 
     softmax(q_patch k^T / sqrt(d)) over the N patches, summing to 1; N and the heads are the network's own.
     """
     if not gives_attention_spread(model):
-        raise AttentionError(f"{type(model).__name__} has no attention over patches (its attention runs across "
+        raise ReadingError(f"{type(model).__name__} has no attention over patches (its attention runs across "
                              "channels): there are no attention rows to show")
     depth = len(model.blocks)
     index = block + depth if block < 0 else block
     if not 0 <= index < depth:
-        raise AttentionError(f"attention rows: block {block} out of range for {depth} blocks")
+        raise ReadingError(f"attention rows: block {block} out of range for {depth} blocks")
     rows: list[Tensor] = []
 
     def tap(i: int, q: Tensor, k: Tensor) -> None:

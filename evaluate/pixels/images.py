@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from evaluate import EvaluationError
-from evaluate.readings.geometry import KEYS480_SIZE, PATCH, TOKENS224_SIZE
+from evaluate.pixels.geometry import KEYS480_SIZE, PATCH, TOKENS224_SIZE
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made: a job that only lists or opens images (a manifest,
     import torch  # a scoring job) does not pay the seconds its import costs

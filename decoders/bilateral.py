@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import cg
 
-from evaluate.saliency import SaliencyError
+from decoders.registry import DecoderError
 
 RGB_TO_YUV = np.array([  # the JPEG (full-range BT.601) matrix of the reference
     [0.299, 0.587, 0.114],
@@ -66,7 +66,7 @@ def rgb_to_yuv(rgb: np.ndarray) -> np.ndarray:
 def vertex_coordinates(rgb: np.ndarray, settings: BilateralSettings = TOKENCUT_SOLVER) -> np.ndarray:
     """Each pixel's grid vertex, row by row: (H * W, 5) int64 (x / s, y / s, Y / l, U / c, V / c) truncated."""
     if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
-        raise SaliencyError(f"bilateral solver: the reference image must be (H, W, 3) uint8, got {rgb.shape} "
+        raise DecoderError(f"bilateral solver: the reference image must be (H, W, 3) uint8, got {rgb.shape} "
                             f"{rgb.dtype}")
     h, w = rgb.shape[:2]
     yuv = rgb_to_yuv(rgb)
@@ -151,7 +151,7 @@ def bilateral_system(rgb: np.ndarray, target: np.ndarray,
                      settings: BilateralSettings = TOKENCUT_SOLVER) -> BilateralSystem:
     """The system of an RGB image (H, W, 3) uint8 and a target (H, W) (0/1 or soft, any real dtype)."""
     if target.shape != rgb.shape[:2]:
-        raise SaliencyError(f"bilateral solver: target is {target.shape} but the image is {rgb.shape[:2]}")
+        raise DecoderError(f"bilateral solver: target is {target.shape} but the image is {rgb.shape[:2]}")
     grid = bilateral_grid(rgb, settings)
     m, n = bistochastic(grid, settings.bistochastic_iterations)
     t = target.astype(np.float64).ravel()
@@ -178,7 +178,7 @@ def slice_vertices(grid: BilateralGrid, y: np.ndarray) -> np.ndarray:
     """S^T y: each pixel takes its vertex's value, (H, W) float64."""
     y = np.asarray(y, dtype=np.float64)
     if y.shape != (grid.n_vertices,):
-        raise SaliencyError(f"bilateral solver: {y.shape[0] if y.ndim else 0} vertex values for a grid of "
+        raise DecoderError(f"bilateral solver: {y.shape[0] if y.ndim else 0} vertex values for a grid of "
                             f"{grid.n_vertices} vertices")
     return (grid.splat.T @ y).reshape(grid.shape)
 

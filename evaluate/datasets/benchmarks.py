@@ -1,8 +1,10 @@
-"""The published numbers (evaluate/outputs/published.yaml, their one home) and the table rows they give.
+"""The published benchmarks: their sizes and the numbers published on them (evaluate/datasets/benchmarks.yaml,
+their one home), below every stage that uses them: a data set declaring a benchmark is checked against its size when
+it is listed (`evaluate.datasets.manifest`), and the tables set its published rows beside the measured ones.
 
 The file: `sources` (key -> {text}), `benchmarks` (name -> {images, text}) and `rows`, each {method, architecture,
 measure, source, values: {benchmark: percent}}. A new method, measure or benchmark is a new entry, never code:
-`published_rows(architecture, benchmark)` returns what matches, and `PUBLISHED.benchmark_size(name)` the size a
+`published_rows(architecture, benchmark)` returns what matches, and `benchmark_size(name)` the size a
 data set declaring that benchmark is checked against.
 """
 
@@ -16,11 +18,11 @@ import yaml
 
 from evaluate import EvaluationError
 
-FILE = Path(__file__).with_name("published.yaml")
+FILE = Path(__file__).with_name("benchmarks.yaml")
 
 
 class PublishedError(EvaluationError):
-    """published.yaml is malformed; the message names the file and the entry."""
+    """benchmarks.yaml is malformed; the message names the file and the entry."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from evaluate.scores.masks import jaccard
 if TYPE_CHECKING:
     from evaluate.ledger.scoring import Scoring
 
-log = logging.getLogger("evaluate.scores.selection")
+log = logging.getLogger("evaluate.decoding.selection")
 
 
 @dataclass
@@ -140,7 +140,7 @@ def select_setting(scoring: Scoring, *, decoder: dict, sweep_files: Sequence[str
     from evaluate.datasets.coco import CocoDataset, manifest_sizes
     from evaluate.ledger.scoring import Scored, score_on_record
     from evaluate.plumbing.atomic import read_json, write_text
-    from evaluate.readings.geometry import Geometry
+    from evaluate.pixels.geometry import Geometry
     from evaluate.scores.measures import make_measure
 
     chosen = get_decoder(decoder["name"])

@@ -2,7 +2,7 @@
 
 Per image (RGB as stored, W x H):
 1. resized with PIL LANCZOS to (round(W / p) * p, round(H / p) * p) (Python's `round`: halves to even);
-2. / 255, ImageNet mean and std (`evaluate.readings.images.normalise`);
+2. / 255, ImageNet mean and std (`evaluate.pixels.images.normalise`);
 3. the last block's keys of the patch rows of the network in its `released` form (the caller loads it so), by the
    keys-native reading's `native_keys` (its zero padding is empty: the input is a patch multiple):
    (gh * gw, D) float32, gh = round(H / p), gw = round(W / p);
@@ -10,7 +10,7 @@ Per image (RGB as stored, W x H):
 5. the component resized to H x W with torch's `interpolate(mode="nearest")` (source index floor(i * in / out),
    not PIL's nearest): the 0/1 mask, what the "TokenCut" rows score;
 6. optionally the bilateral solver on the original RGB image with that mask as target
-   (`evaluate.saliency.bilateral`): the soft map the "+ BS" rows score.
+   (`decoders.bilateral`): the soft map the "+ BS" rows score.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import torch
 from PIL import Image
 
 from decoders.tokencut import component
-from evaluate.readings.images import normalise
+from evaluate.pixels.images import normalise
 from evaluate.readings.native import native_keys
-from evaluate.saliency import SaliencyError
-from evaluate.saliency.bilateral import BilateralSettings, bilateral_system, slice_vertices, solve_vertices
-from evaluate.saliency.data import SaliencyPair, read_image
+from evaluate.readings import ReadingError
+from decoders.bilateral import BilateralSettings, bilateral_system, slice_vertices, solve_vertices
+from evaluate.datasets.saliency import SaliencyPair, read_image
 
 TAU = 0.2
 EPS = 1e-5
@@ -37,7 +37,7 @@ def tokencut_size(width: int, height: int, patch: int) -> tuple[int, int]:
     """(round(W / p) * p, round(H / p) * p): the network input's (width, height)."""
     size = (round(width / patch) * patch, round(height / patch) * patch)
     if min(size) < patch:
-        raise SaliencyError(f"a {width} x {height} image rounds to no patch of {patch} px on a side")
+        raise ReadingError(f"a {width} x {height} image rounds to no patch of {patch} px on a side")
     return size
 
 
@@ -89,7 +89,7 @@ def read_saliency(model: torch.nn.Module, img: Image.Image, *, bilateral: Bilate
 
 def read_saliency_set(model: torch.nn.Module, pairs: Iterable[SaliencyPair], *, bilateral: BilateralSettings | None,
                       tau: float = TAU, eps: float = EPS) -> list[SaliencyReading]:
-    """The reading of each pair's image, in order (`evaluate.saliency.data.read_image`: RGB as stored). model: eval
+    """The reading of each pair's image, in order (`evaluate.datasets.saliency.read_image`: RGB as stored). model: eval
     mode, `released` form, float32 on CPU (a network with `geometry` and `last_keys`)."""
     model.eval()
     return [read_saliency(model, read_image(pair), bilateral=bilateral, tau=tau, eps=eps) for pair in pairs]
