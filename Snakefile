@@ -18,6 +18,7 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/demo.smk"
+include: "workflow/rules/datasets.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/decoder.smk"
 include: "workflow/rules/probe.smk"
@@ -33,9 +34,6 @@ rule all:
     input:
         # named first so every data set's manifest (a Snakemake checkpoint) and every checkpoint file is scheduled
         # at once, not one after another as the input function below discovers them
-        manifests=expand(paths.MANIFEST, dataset=DATASETS),
-        video_manifests=expand(paths.VIDEO_MANIFEST, dataset=VIDEOS),
-        discovery_manifests=expand(paths.DISCOVERY_MANIFEST, dataset=DISCOVERY),
-        saliency_manifests=expand(paths.SALIENCY_MANIFEST, dataset=SALIENCY),
+        manifests=expand(paths.MANIFEST, dataset=ALL_DATASETS),
         checkpoints=[c.path for c in CHECKPOINTS.values()],
         outputs=all_targets,

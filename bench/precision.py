@@ -57,7 +57,8 @@ from evaluate.demo.checkpoints import make_demo_checkpoint  # noqa: E402
 from evaluate.experiment import config_defaults  # noqa: E402
 from evaluate.networks.checkpoints import load_backbone  # noqa: E402
 from evaluate.networks.registry import ARCHITECTURES, SEED_ARCHITECTURES  # noqa: E402
-from evaluate.readings.features import FeatureReader, extract_inputs, resolve_device  # noqa: E402
+from evaluate.readings.features import FeatureReader, extract_inputs  # noqa: E402
+from evaluate.readings.runner import resolve_device  # noqa: E402
 from evaluate.pixels.geometry import KEYS480_SIZE  # noqa: E402
 from evaluate.readings.inputs import (  # noqa: E402
     DecodedInputs,
@@ -216,7 +217,7 @@ def measure(args: argparse.Namespace, root: Path) -> None:
     for architecture in args.architectures:
         checkpoint = make_demo_checkpoint(root / f"{architecture}.pth", "dino-backbone", seed=0,
                                           architecture=architecture)
-        model = load_backbone(checkpoint, which="teacher").model
+        model = load_backbone(checkpoint, which="teacher", form="backbone").model
         side = model.geometry.keys480_side
 
         def source(split: str, side: int = side):

@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     try:
         models = [load_backbone(make_demo_checkpoint(root / f"c{i}.pth", FORMATS[i % len(FORMATS)], seed=i,
-                                                       architecture="vit-s16"), which="teacher").model
+                                                       architecture="vit-s16"), which="teacher", form="backbone").model
                   for i in range(k)]
         load_before = os.getloadavg()
         print(machine_line())

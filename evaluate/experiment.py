@@ -6,8 +6,9 @@ Everything here is pure and importable, so `workflow/rules/common.smk` stays a t
 
 - A data set has one or more roles: `select` (decoder settings are chosen on it), `eval` (reported scores),
   `probe-train` (the probe learns on it).
-- A video data set (`videos:`, DAVIS's layout) has the role `eval` only; it is scored by label propagation with the
-  `video:` settings (docs/design.md §12).
+- Every other section's data sets (`videos:`, `discovery:`, `saliency:`, ...) have the role `eval` only. Each entry
+  is of a data-set kind (`evaluate.datasets.kinds.KINDS`), which says which of its fields it needs and how the demo draws
+  it, so one table (`dataset_table`) reads every section.
 """
 
 from __future__ import annotations
@@ -18,22 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from evaluate import ConfigError, EvaluationError  # noqa: F401 (re-exported)
+from evaluate.datasets.kinds import SECTIONS, kind_of, kinds_of
 from evaluate.plumbing.config import (  # noqa: F401 (re-exported)
     NAME_RE,
     ROLES,
     Checkpoint,
-    Dataset,
-    DiscoveryDataset,
+    DataSet,
     RunTime,
-    SaliencyDataset,
-    VideoDataset,
     check_name,
     checkpoint_table,
-    dataset_table,
     discover_checkpoints,
-    discovery_table,
-    saliency_table,
-    video_table,
+    seal_of,
 )
 
 SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
@@ -64,11 +60,65 @@ def check_config_names(config: dict[str, Any]) -> None:
     for (section, key), replacement in REPLACED_KEYS.items():
         if isinstance(config.get(section), dict) and key in config[section]:
             raise ConfigError(f"config.yaml: {section}.{key} was replaced by {replacement}")
-    for section in ("checkpoints", "datasets", "videos", "discovery", "saliency"):
+    for section in ("checkpoints", *SECTIONS):
         entries = config.get(section)
         if isinstance(entries, dict):
             for name in entries:
                 check_name(name, f"{section}:")
+
+
+def dataset_table(config: dict[str, Any]) -> dict[str, DataSet]:
+    """Every data set of the experiment, by name, section by section (`evaluate.datasets.SECTIONS`).
+
+    Refused, one line naming the entry: a name used in two sections (one ledger counts openings, and so budgets, by
+    data-set name); an entry that does not give exactly one group of its kind's path fields whole (`Kind.needs`);
+    an unknown role; a sealed data set without a budget; a demo entry of a kind the demo does not draw, or whose
+    paths do not lie in the folder the demo draws it in; a `root` that is not a folder (outside the demo).
+    """
+    from evaluate.plumbing.paths import DEMO_DATASET
+
+    table: dict[str, DataSet] = {}
+    for section in SECTIONS:
+        for name, entry in (config.get(section) or {}).items():
+            check_name(name, f"{section}:")
+            where = f"{section}.{name}"
+            if name in table:
+                raise ConfigError(f"config.yaml: {where}: the name is also a data set's under '{table[name].section}:'; "
+                                  "data sets share one ledger, so give it another name")
+            kind = kind_of(section, entry.get("kind"))
+            given = {field for group in kind.needs for field in group if entry.get(field)}
+            if not any(given == set(group) for group in kind.needs):
+                wanted = " or ".join("its " + " and ".join(group) for group in kind.needs)
+                raise ConfigError(f"config.yaml: {where}: give {wanted}")
+            if section == "datasets":
+                roles = tuple(entry["roles"])
+                for role in roles:
+                    if role not in ROLES:
+                        raise ConfigError(f"config.yaml: {where}.roles: unknown role {role!r} (known: "
+                                          f"{', '.join(ROLES)})")
+            else:
+                roles = ("eval",)
+            sealed, budget = seal_of(entry, where)
+            demo = entry.get("demo")
+            if demo is not None:
+                folder = DEMO_DATASET.format(section=section, dataset=name)
+                if not kind.demo:
+                    raise ConfigError(f"config.yaml: {where}.demo: the demo draws no {kind.name} set (it draws "
+                                      f"{', '.join(k.name for k in kinds_of(section).values() if k.demo)})")
+                for field in sorted(given):
+                    if entry[field] != folder and not str(entry[field]).startswith(folder + "/"):
+                        raise ConfigError(f"config.yaml: {where}.{field}: a demo {kind.name} set is drawn at {folder}, "
+                                          f"so its {field} must lie there, not {entry[field]}")
+            table[name] = DataSet(name=name, section=section, kind=kind.name, opener=kind.opener,
+                                  fields={field: entry.get(field) for field in kind.fields}, roles=roles,
+                                  sealed=sealed, budget=budget, demo=demo, demo_writer=kind.demo,
+                                  probe=bool(entry.get("probe")))
+    for name, dataset in table.items():  # once every entry is known: a clash of names is said first
+        root = dataset.fields.get("root")
+        if root and dataset.demo is None and not Path(root).is_dir():
+            raise ConfigError(f"config.yaml: {dataset.section}.{name}.root: {root} is not a folder (where a "
+                              f"{dataset.kind} data set is unpacked)")
+    return table
 
 
 @dataclass
@@ -77,10 +127,7 @@ class Experiment:
 
     config: dict[str, Any]
     checkpoints: dict[str, Checkpoint] = field(init=False)
-    datasets: dict[str, Dataset] = field(init=False)
-    videos: dict[str, VideoDataset] = field(init=False)
-    discovery: dict[str, DiscoveryDataset] = field(init=False)
-    saliency: dict[str, SaliencyDataset] = field(init=False)
+    datasets: dict[str, DataSet] = field(init=False)
 
     def __post_init__(self) -> None:
         check_config_names(self.config)
@@ -94,34 +141,9 @@ class Experiment:
                     raise ConfigError(f"config.yaml: checkpoints.{name}.demo.{key}: {checkpoint.demo[key]!r} is not "
                                       f"a demo checkpoint {key} (one of {', '.join(known)})")
         self.datasets = dataset_table(self.config)
-        self.videos = video_table(self.config)
-        self.discovery = discovery_table(self.config)
-        self.saliency = saliency_table(self.config)
-        if not self.datasets and not self.videos and not self.discovery and not self.saliency:
-            raise ConfigError("config.yaml: no data sets: name some under 'datasets:' (images), 'videos:' (DAVIS), "
-                              "'discovery:' (boxes) or 'saliency:' (salient-object masks)")
-        for name, video in self.videos.items():
-            from evaluate.plumbing.paths import DEMO_VIDEO
-
-            if video.demo is not None and video.root != DEMO_VIDEO.format(dataset=name):
-                raise ConfigError(f"config.yaml: videos.{name}.root: a demo video set is drawn at "
-                                  f"{DEMO_VIDEO.format(dataset=name)}, so its root must be that, not {video.root}")
-            if video.demo is None and not Path(video.root).is_dir():
-                raise ConfigError(f"config.yaml: videos.{name}.root: {video.root} is not a folder (a DAVIS-layout "
-                                  "data set: JPEGImages/ and Annotations/)")
-        for name, box_set in self.discovery.items():
-            from evaluate.plumbing.paths import DEMO_DISCOVERY
-
-            if box_set.demo is not None and (box_set.kind, box_set.root) != ("voc", DEMO_DISCOVERY.format(dataset=name)):
-                raise ConfigError(f"config.yaml: discovery.{name}: a demo set is drawn as a VOC folder at "
-                                  f"{DEMO_DISCOVERY.format(dataset=name)}, so its kind must be voc and its root that")
-        for name, salient in self.saliency.items():
-            from evaluate.plumbing.paths import DEMO_SALIENCY
-
-            if salient.demo is not None and salient.root != DEMO_SALIENCY.format(dataset=name):
-                raise ConfigError(f"config.yaml: saliency.{name}.root: a demo saliency set is drawn at "
-                                  f"{DEMO_SALIENCY.format(dataset=name)}, so its root must be that")
-        if self.videos:
+        if not self.datasets:
+            raise ConfigError("config.yaml: no data sets: name some under " + ", ".join(f"'{s}:'" for s in SECTIONS))
+        if self.section("videos"):
             self.propagation  # noqa: B018 - the video settings checked before any job
         features = self.config.get("features", {})
         if features.get("precision") == "float16" and features.get("device") == "cpu":
@@ -155,7 +177,8 @@ class Experiment:
     @property
     def probe_eval_datasets(self) -> list[str]:
         """The eval data sets the probe is scored on: every eval data set not marked `probe: false`."""
-        return [name for name in self.by_role("eval") if self.datasets[name].probe] if self.probe_train_dataset else []
+        return ([name for name in self.by_role("eval") if self.datasets[name].probe]
+                if self.probe_train_dataset else [])
 
     def check_probe_categories(self) -> None:
         """Refuse, before any job runs, an eval data set with a category name the probe-train set lacks.
@@ -177,7 +200,7 @@ class Experiment:
             missing = unmatched_categories(classes, names) if names is not None else []
             if missing:
                 raise ConfigError(
-                    f"config.yaml: datasets.{name} ({self.datasets[name].annotations}) has category name(s) "
+                    f"config.yaml: datasets.{name} ({self.datasets[name].fields['annotations']}) has category name(s) "
                     f"{missing} that the probe-train data set {self.probe_train_dataset!r} lacks (it has: "
                     f"{', '.join(sorted(set(classes)))}). The probe matches categories by name, so rename them to "
                     f"the probe-train set's names, or set `probe: false` on datasets.{name} to score it by the "
@@ -189,8 +212,8 @@ class Experiment:
         from evaluate.datasets.coco import read_category_names
 
         entry = self.datasets[dataset]
-        if Path(entry.annotations).is_file():
-            return read_category_names(entry.annotations)
+        if Path(entry.fields["annotations"]).is_file():
+            return read_category_names(entry.fields["annotations"])
         if entry.demo is not None:
             from evaluate.demo.scenes import CATEGORIES
 
@@ -214,8 +237,13 @@ class Experiment:
 
         return decoders_that(reads="keys-native", gives="boxes")
 
+    def section(self, section: str) -> dict[str, DataSet]:
+        """The data sets of one config section (`datasets:`, `videos:`, ...), by name, in the config's order."""
+        return {name: d for name, d in self.datasets.items() if d.section == section}
+
     def by_role(self, role: str) -> list[str]:
-        return [name for name, d in self.datasets.items() if role in d.roles]
+        """The `datasets:` entries (images with COCO labels) of a role: select, eval or probe-train."""
+        return [name for name, d in self.section("datasets").items() if role in d.roles]
 
     @property
     def reference_checkpoint(self) -> str:
@@ -241,8 +269,7 @@ class Experiment:
     def run_time(self, dataset: str) -> RunTime:
         """What the jobs of `dataset` read of the config when they run: a rule passes it through `params:`, and it
         never re-runs a job (`RunTime`, docs/design.md §8)."""
-        entry = (self.datasets.get(dataset) or self.videos.get(dataset) or self.discovery.get(dataset)
-                 or self.saliency[dataset])
+        entry = self.datasets[dataset]
         features = self.config["features"]
         return RunTime(config_hash=self.config_hash, checkpoints=tuple(self.checkpoints), keep=bool(features["keep"]),
                        workers=int(features["workers"]), roles=entry.roles, sealed=entry.sealed, budget=entry.budget)

@@ -81,11 +81,12 @@ def coco_mini_features(coco_mini, seeded_backbone, tmp_path_factory) -> dict:
     run once (the train split's 80 images are left out: every test that reads features finds what it needs in val).
     """
     from evaluate.datasets.coco import CocoDataset
+    from evaluate.datasets.manifest import manifest_of
     from evaluate.readings.features import extract_shard
 
     splits = {"val": "annotations.json"}
     datasets = {split: CocoDataset(coco_mini / "images", coco_mini / name) for split, name in splits.items()}
-    manifests = {split: dataset.manifest(32) for split, dataset in datasets.items()}
+    manifests = {split: manifest_of(dataset, 32) for split, dataset in datasets.items()}
 
     def extract(root: Path) -> None:
         for split, dataset in datasets.items():

@@ -11,6 +11,7 @@ import pytest
 
 from evaluate.networks.checkpoints import load_backbone
 from evaluate.datasets.coco import CocoDataset
+from evaluate.datasets.manifest import manifest_of
 from evaluate.demo.checkpoints import make_demo_checkpoint
 from evaluate.readings.features import FeatureReader, extract_shard
 
@@ -26,10 +27,10 @@ N_IMAGES = 5  # a handful of real photos of every size and aspect keeps the thre
 def test_seeded_checkpoint_of_each_new_architecture_extracts_real_photos(coco_mini, tmp_path, architecture, fmt,
                                                                          head_layout):
     dataset = CocoDataset(coco_mini / "images", coco_mini / "annotations.json")
-    manifest = dataset.manifest(N_IMAGES)
+    manifest = manifest_of(dataset, N_IMAGES)
     ids = list(reversed(manifest["shards"][0]))  # not sorted: the row order must follow the given ids
     path = make_demo_checkpoint(tmp_path / f"{architecture}.pth", fmt, 3, architecture)
-    loaded = load_backbone(path, which="teacher")
+    loaded = load_backbone(path, which="teacher", form="backbone")
     out = extract_shard(loaded.model, dataset, ids, tmp_path / "shard", batch_size=2, dtype="float16",
                         precision="float32", meta={"checkpoint_sha256": loaded.sha256, **loaded.architecture_meta()})
     assert json.loads((out / "image_ids.json").read_text()) == ids

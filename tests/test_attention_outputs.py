@@ -32,7 +32,8 @@ def reading(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def shard_file(path: Path, entropy: np.ndarray | None, spread: np.ndarray | None, ids=IDS) -> Path:
-    """A shard as the attention_shard job writes it (its npz layout, written here by hand)."""
+    """A shard as the attention_shard job writes it (its npz layout, and beside it the runner's meta.json with the
+    fields the record reads, written here by hand)."""
     import json
 
     identity = {"checkpoint_sha256": "c" * 64, "architecture": "vit-s16" if entropy is not None else "xcit-s12-16",
@@ -42,7 +43,8 @@ def shard_file(path: Path, entropy: np.ndarray | None, spread: np.ndarray | None
         arrays.update(entropy=entropy, spread=spread)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as handle:
-        np.savez(handle, identity=np.asarray(json.dumps(identity, sort_keys=True)), **arrays)
+        np.savez(handle, **arrays)
+    path.with_suffix(".json").write_text(json.dumps({**identity, "reading": "attention"}))
     return path
 
 

@@ -70,7 +70,7 @@ def test_the_record_equals_spread_summary_of_the_shards_inputs(finished):
 
     results = finished.work / "results"
     manifest = json.loads((results / "datasets" / "val" / "manifest.json").read_text())
-    model = load_backbone(finished.work / "results/demo/checkpoints/a.pth", which="teacher").model.eval()
+    model = load_backbone(finished.work / "results/demo/checkpoints/a.pth", which="teacher", form="backbone").model.eval()
     pixels = np.concatenate([np.load(results / "inputs" / "val" / f"{k:03d}" / "images224.npy")
                              for k in range(len(manifest["shards"]))])
     with torch.inference_mode():

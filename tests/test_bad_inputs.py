@@ -157,7 +157,7 @@ CHECKPOINT_CASES = [
 
 def test_the_checkpoint_builder_makes_a_loadable_vit_s16(tmp_path, vit_s):
     """Control: the unmodified builder output loads, so each case below fails for its one defect alone."""
-    loaded = load_backbone(bi.save_state(tmp_path / "good.pth", vit_s), which="teacher")
+    loaded = load_backbone(bi.save_state(tmp_path / "good.pth", vit_s), which="teacher", form="backbone")
     assert loaded.format == "dino-backbone"
     assert torch.equal(loaded.model.state_dict()["blocks.3.attn.qkv.weight"], vit_s["blocks.3.attn.qkv.weight"])
     assert torch.equal(loaded.model.state_dict()["pos_embed"], vit_s["pos_embed"][:, 1:])
@@ -167,7 +167,7 @@ def test_the_checkpoint_builder_makes_a_loadable_vit_s16(tmp_path, vit_s):
 def test_bad_checkpoint_is_refused_naming_file_and_problem(tmp_path, vit_s, make, phrases):
     path = make(tmp_path, vit_s)
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     message = assert_names_and_says(info.value, path, *phrases)
     assert message.startswith(str(path)), message
 
@@ -178,7 +178,7 @@ def test_malicious_pickle_is_refused_and_its_payload_never_runs(tmp_path, contai
     marker = tmp_path / "payload-ran"
     path = bi.write_malicious_checkpoint(tmp_path / "evil.pth", marker, container)
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     message = assert_names_and_says(info.value, path)
     assert not marker.exists(), "the payload ran"
     if container == "raw-pickle":  # protocol 4+: stopped at its first FRAME, before any global is looked up
@@ -194,7 +194,7 @@ def test_pickle_disguised_as_safetensors_is_refused(tmp_path):
     marker = tmp_path / "payload-ran"
     path = bi.write_malicious_checkpoint(tmp_path / "evil.safetensors", marker, "zip")
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     assert_names_and_says(info.value, path, "not a readable safetensors file")
     assert not marker.exists()
 

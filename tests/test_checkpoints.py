@@ -67,7 +67,7 @@ def assert_same_backbone(loaded: dict[str, torch.Tensor], expected: dict[str, to
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_format_loads_to_identical_backbone_tensors(files, teacher, fmt, suffix):
     path = files[(fmt, suffix)]
-    loaded = load_backbone(path, which="teacher")
+    loaded = load_backbone(path, which="teacher", form="backbone")
     assert isinstance(loaded, LoadedCheckpoint)
     assert loaded.format == fmt
     assert loaded.path == path
@@ -77,7 +77,7 @@ def test_every_format_loads_to_identical_backbone_tensors(files, teacher, fmt, s
 
 
 def test_loaded_model_computes_what_the_saved_one_does(files, teacher):
-    loaded = load_backbone(files[("dino-train", ".pth")], which="teacher").model
+    loaded = load_backbone(files[("dino-train", ".pth")], which="teacher", form="backbone").model
     x = torch.randn(1, 3, 64, 80)
     with torch.inference_mode():
         torch.testing.assert_close(loaded.last_keys(x), teacher.last_keys(x), rtol=0, atol=0)
@@ -85,7 +85,7 @@ def test_loaded_model_computes_what_the_saved_one_does(files, teacher):
 
 def test_sha256_is_the_files_sha256(files):
     path = files[("selfpatch-train", ".pth")]
-    assert load_backbone(path, which="teacher").sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert load_backbone(path, which="teacher", form="backbone").sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize("suffix", CONTAINERS)
@@ -135,7 +135,7 @@ def test_safetensors_training_checkpoint_is_flattened_one_level(files):
 def test_format_is_found_by_content_not_by_file_name(files, tmp_path):
     renamed = tmp_path / "weights.bin"
     renamed.write_bytes(files[("selfpatch-train", ".safetensors")].read_bytes())
-    assert load_backbone(renamed, which="teacher").format == "selfpatch-train"
+    assert load_backbone(renamed, which="teacher", form="backbone").format == "selfpatch-train"
 
 
 # ----------------------------------------------------------------------------------------------------- student
@@ -145,8 +145,8 @@ def test_format_is_found_by_content_not_by_file_name(files, tmp_path):
 @pytest.mark.parametrize("fmt", ["dino-train", "selfpatch-train"])
 def test_student_weights_only_when_asked_for(files, teacher, student_state, fmt, suffix):
     path = files[(fmt, suffix)]
-    assert_same_backbone(load_backbone(path, which="teacher").model.state_dict(), teacher.state_dict())
-    student = load_backbone(path, which="student")
+    assert_same_backbone(load_backbone(path, which="teacher", form="backbone").model.state_dict(), teacher.state_dict())
+    student = load_backbone(path, which="student", form="backbone")
     assert student.which == "student"
     assert_same_backbone(student.model.state_dict(), student_state)
 
@@ -154,7 +154,7 @@ def test_student_weights_only_when_asked_for(files, teacher, student_state, fmt,
 def test_student_of_a_backbone_file_is_an_error_naming_the_file(files):
     path = files[("backbone", ".pth")]
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="student")
+        load_backbone(path, which="student", form="backbone")
     assert str(path) in str(info.value) and "student" in str(info.value)
 
 
@@ -207,7 +207,7 @@ def test_malicious_pickle_is_refused_and_its_payload_never_runs(tmp_path, payloa
     else:
         path.write_bytes(pickle.dumps(state, protocol=2))
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     message = str(info.value)
     assert str(path) in message
     assert ("system" if payload is RunsAShell else "open") in message
@@ -231,7 +231,7 @@ def test_numpy_1_checkpoint_names_are_allowed(tmp_path, teacher):
     path.write_bytes(data.replace(b"numpy._core.multiarray\nscalar", b"numpy.core.multiarray\nscalar"))
     loaded = read_checkpoint_file(path)
     assert loaded["optimizer"]["param_groups"][0]["lr"] == 5e-4
-    assert_same_backbone(load_backbone(path, which="teacher").model.state_dict(), teacher.state_dict())
+    assert_same_backbone(load_backbone(path, which="teacher", form="backbone").model.state_dict(), teacher.state_dict())
 
 
 def test_other_harmless_looking_globals_are_still_refused(tmp_path):
@@ -266,7 +266,7 @@ def test_vit_ti_checkpoint_is_refused_naming_file_and_what_was_found(tmp_path):
     path = tmp_path / "deit_tiny.pth"
     torch.save(vit_ti_state(), path)
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     message = str(info.value)
     assert message.startswith(f"{path}: found ViT-Ti/16 (192 wide, 16 x 16 patches, 12 blocks), which is not supported")
     assert "ViT-B/16" in message and "DINOv2 ViT-S/14 with 4 registers" in message  # what is supported
@@ -276,12 +276,12 @@ def test_a_patch_size_that_contradicts_its_table_is_refused_naming_its_table(tmp
     state = dict(teacher.state_dict())
     state["patch_embed.proj.weight"] = torch.zeros(384, 3, 8, 8)  # ViT-S/8's embedding, ViT-S/16's 14 x 14 table
     path = save_backbone(state, tmp_path / "vits8.safetensors", "backbone")
-    loaded = load_backbone(path, which="teacher")  # a ViT-S/8 whose table is stored for 14 x 14: it reads as one
+    loaded = load_backbone(path, which="teacher", form="backbone")  # a ViT-S/8 whose table is stored for 14 x 14: it reads as one
     assert loaded.architecture == "vit-s8" and loaded.model.geometry.keys480_grid == 60
     state["blocks.0.attn.qkv.weight"] = torch.zeros(1152, 192)
     path = save_backbone({k: v for k, v in state.items()}, tmp_path / "odd.pth", "backbone")
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     message = str(info.value)
     assert str(path) in message and "1 wrong shapes" in message
     assert "blocks.0.attn.qkv.weight (1152, 192) (expected (1152, 384))" in message
@@ -293,7 +293,7 @@ def test_missing_and_unexpected_keys_are_named(tmp_path, teacher):
     state["blocks.12.norm1.weight"] = torch.ones(384)
     path = save_backbone(state, tmp_path / "odd.pth", "backbone")
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     message = str(info.value)
     assert str(path) in message
     assert "1 missing backbone keys: blocks.3.mlp.fc1.bias" in message
@@ -307,7 +307,7 @@ def test_non_finite_weights_are_refused_naming_file_and_tensor(tmp_path, teacher
     state["blocks.7.attn.proj.weight"][3, 5] = bad
     path = save_backbone(state, tmp_path / "diverged.pth", "dino-backbone")
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     assert str(path) in str(info.value)
     assert "NaN or infinite" in str(info.value) and "blocks.7.attn.proj.weight" in str(info.value)
 
@@ -318,7 +318,7 @@ def test_truncated_file_is_refused_naming_the_file(files, tmp_path, suffix):
     path = tmp_path / f"truncated{suffix}"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     assert str(path) in str(info.value)
     assert "truncated" in str(info.value) or "not a readable" in str(info.value)
 
@@ -327,20 +327,20 @@ def test_empty_file_is_refused_naming_the_file(tmp_path):
     path = tmp_path / "empty.pth"
     path.write_bytes(b"")
     with pytest.raises(CheckpointError, match="empty") as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     assert str(path) in str(info.value)
 
 
 def test_folder_is_refused_naming_it(tmp_path):
     with pytest.raises(CheckpointError, match="folder") as info:
-        load_backbone(tmp_path, which="teacher")
+        load_backbone(tmp_path, which="teacher", form="backbone")
     assert str(tmp_path) in str(info.value)
 
 
 def test_missing_file_is_refused_naming_it(tmp_path):
     path = tmp_path / "nowhere.pth"
     with pytest.raises(CheckpointError, match="not found") as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     assert str(path) in str(info.value)
 
 
@@ -348,7 +348,7 @@ def test_text_file_is_not_a_checkpoint(tmp_path):
     path = tmp_path / "notes.pth"
     path.write_text("these are not weights\n")
     with pytest.raises(CheckpointError, match="not a readable checkpoint") as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     assert str(path) in str(info.value)
 
 
@@ -364,7 +364,7 @@ def test_files_without_a_backbone_are_refused(tmp_path, content, complaint):
     path = tmp_path / "other.pth"
     torch.save(content, path)
     with pytest.raises(CheckpointError, match=complaint) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     assert str(path) in str(info.value)
 
 

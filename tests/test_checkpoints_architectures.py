@@ -65,14 +65,14 @@ def test_every_format_of_each_architecture_loads_to_identical_backbone_tensors(n
     net = nets[arch]
     path = save_backbone(net, tmp_path / f"{fmt}{suffix}", fmt, student=student_of(net), naming=naming)
     assert detect_format(read_checkpoint_file(path)) == fmt
-    loaded = load_backbone(path, which="teacher")
+    loaded = load_backbone(path, which="teacher", form="backbone")
     assert (loaded.format, loaded.architecture) == (fmt, arch)
     assert loaded.variant == naming
     assert loaded.head_layout == ("8x48" if arch == "xcit-s12-16" else "6x64")
     assert not loaded.model.training
     assert_same_backbone(loaded.model.state_dict(), net.state_dict())
     if fmt in ("dino-train", "selfpatch-train"):
-        assert_same_backbone(load_backbone(path, which="student").model.state_dict(), student_of(net))
+        assert_same_backbone(load_backbone(path, which="student", form="backbone").model.state_dict(), student_of(net))
 
 
 def test_deit3_file_holds_a_196_row_table_and_a_head(nets, tmp_path):
@@ -80,7 +80,7 @@ def test_deit3_file_holds_a_196_row_table_and_a_head(nets, tmp_path):
     state = read_checkpoint_file(path)
     assert set(state) == {"model"}
     assert tuple(state["model"]["pos_embed"].shape) == (1, 196, 384) and "cls_token" in state["model"]
-    loaded = load_backbone(path, which="teacher")
+    loaded = load_backbone(path, which="teacher", form="backbone")
     assert {"head.weight", "head.bias", "cls_token", "norm.weight", "norm.bias"} <= set(loaded.dropped)
     assert "pos_embed[0]" not in loaded.dropped  # DeiT III's table has no class row
     assert torch.equal(loaded.model.pos_embed, nets["vit-s16-layerscale"].pos_embed.detach())
@@ -91,7 +91,7 @@ def test_xcit_dino_training_teacher_is_read_under_module_backbone(nets, tmp_path
     teacher = read_checkpoint_file(path)["teacher"]
     assert all(key.startswith("module.") for key in teacher)
     assert "module.backbone.blocks.11.attn.temperature" in teacher
-    assert load_backbone(path, which="teacher").architecture == "xcit-s12-16"
+    assert load_backbone(path, which="teacher", form="backbone").architecture == "xcit-s12-16"
 
 
 def test_xcit_full_form_gives_the_backbone_forms_features(nets, tmp_path):
@@ -99,7 +99,7 @@ def test_xcit_full_form_gives_the_backbone_forms_features(nets, tmp_path):
     bare = save_backbone(nets["xcit-s12-16"], tmp_path / "backbone.pth", "backbone")
     state = read_checkpoint_file(full)
     assert "cls_attn_blocks.1.attn.qkv.weight" in state and "cls_token" in state and "norm.weight" in state
-    a, b = load_backbone(full, which="teacher"), load_backbone(bare, which="teacher")
+    a, b = load_backbone(full, which="teacher", form="backbone"), load_backbone(bare, which="teacher", form="backbone")
     assert {k for k in a.dropped if k.startswith("cls_attn_blocks.")}
     x = torch.randn(1, 3, 64, 96, generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
@@ -111,7 +111,7 @@ def test_xcit_file_without_batch_counters_loads(nets, tmp_path):
     state = {k: v for k, v in nets["xcit-s12-16"].state_dict().items() if not k.endswith("num_batches_tracked")}
     path = tmp_path / "no_counters.pth"
     torch.save(state, path)
-    loaded = load_backbone(path, which="teacher").model.state_dict()
+    loaded = load_backbone(path, which="teacher", form="backbone").model.state_dict()
     for key, value in state.items():
         assert torch.equal(loaded[key], value), key
 
@@ -122,7 +122,7 @@ def test_augvit_file_without_index_matrices_loads_and_derives_them(nets, tmp_pat
     assert len([k for k in full if k.endswith("index_matrix")]) == 48
     path = tmp_path / "without.pth"
     torch.save({k: v for k, v in full.items() if not k.endswith("index_matrix")}, path)
-    loaded = load_backbone(path, which="teacher")
+    loaded = load_backbone(path, which="teacher", form="backbone")
     assert_same_backbone(loaded.model.state_dict(), net.state_dict())
     block = loaded.model.blocks[5].augs2[0]
     assert torch.equal(block.index_matrix, net.blocks[5].augs2[0].index_matrix)
@@ -137,7 +137,7 @@ def test_augvit_stored_index_matrix_that_differs_from_the_formula_is_refused(net
     path = tmp_path / "transposed_index.pth"
     torch.save(full, path)
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     message = str(info.value)
     assert message.startswith(str(path))
     assert "1 stored index matrices differ from the block-circulant formula" in message
@@ -179,8 +179,8 @@ def test_released_classifier_loads_to_the_backbone_of_the_same_file_without_its_
     with_head = {**dino_form, **head(384, 1000, seed=7)}
     bare, classifier = write(dino_form, tmp_path / f"bare{suffix}"), write(with_head, tmp_path / f"with_head{suffix}")
     with caplog.at_level(logging.INFO, logger="evaluate.networks.checkpoints"):
-        loaded = load_backbone(classifier, which="teacher")
-    reference = load_backbone(bare, which="teacher")
+        loaded = load_backbone(classifier, which="teacher", form="backbone")
+    reference = load_backbone(bare, which="teacher", form="backbone")
     assert (loaded.format, reference.format) == ("classifier", "dino-backbone")
     assert (loaded.architecture, loaded.variant) == (reference.architecture, reference.variant) == (
         arch, REGISTRY[arch].variants[0])
@@ -194,13 +194,13 @@ def test_released_classifier_loads_to_the_backbone_of_the_same_file_without_its_
 def test_classifier_head_of_any_shape_is_dropped_and_nothing_else(every_net, tmp_path):
     dino_form = full_form(every_net["vit-s16"].state_dict(), layout="dino")
     ten = write({**dino_form, **head(384, 10, seed=1), "head.fc.weight": torch.ones(3, 3)}, tmp_path / "ten.pth")
-    loaded = load_backbone(ten, which="teacher")
+    loaded = load_backbone(ten, which="teacher", form="backbone")
     assert loaded.format == "classifier"
     assert {"head.bias", "head.weight", "head.fc.weight"} <= set(loaded.dropped)
     assert_same_backbone(loaded.model.state_dict(), every_net["vit-s16"].state_dict())
     pooled = write({**dino_form, **head(384, 10, seed=1), "fc_norm.weight": torch.ones(384)}, tmp_path / "pooled.pth")
     with pytest.raises(CheckpointError, match="1 unexpected keys: fc_norm.weight") as info:
-        load_backbone(pooled, which="teacher")
+        load_backbone(pooled, which="teacher", form="backbone")
     assert str(info.value).startswith(str(pooled))
 
 
@@ -209,14 +209,14 @@ def test_a_head_is_no_classifier_without_its_class_token_body(every_net, tmp_pat
     deit3 = tmp_path / "deit3.pth"
     torch.save({"model": full_form(backbone, layout="deit3")}, deit3)  # class token, head: wrapped, not flat
     assert detect_format(read_checkpoint_file(deit3)) == "deit3"  # DeiT III's head is inside `model`
-    assert_same_backbone(load_backbone(deit3, which="teacher").model.state_dict(), backbone)
+    assert_same_backbone(load_backbone(deit3, which="teacher", form="backbone").model.state_dict(), backbone)
     class_free = write({**backbone, **head(384, 1000, seed=2)}, tmp_path / "backbone_with_head.pth")
     assert detect_format(read_checkpoint_file(class_free)) == "backbone"  # no class token for a head to read
     with pytest.raises(CheckpointError, match="2 unexpected keys: head.bias, head.weight"):
-        load_backbone(class_free, which="teacher")
+        load_backbone(class_free, which="teacher", form="backbone")
     only_head = write(head(384, 1000, seed=3), tmp_path / "head_only.pth")
     with pytest.raises(CheckpointError, match="not a recognised checkpoint format"):
-        load_backbone(only_head, which="teacher")
+        load_backbone(only_head, which="teacher", form="backbone")
 
 
 # ----------------------------------------------------------------------------------------------------- refusals
@@ -275,7 +275,7 @@ def test_unsupported_architecture_is_refused_naming_file_what_was_found_and_what
     path = tmp_path / name
     torch.save(build(), path)
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith(f"{path}: {found}")
@@ -286,7 +286,7 @@ def test_cait_in_deit_format_with_module_prefix_is_refused(tmp_path):
     path = tmp_path / "S24_224.pth"
     torch.save({"model": {f"module.{k}": v for k, v in cait_s24_state().items()}}, path)
     with pytest.raises(CheckpointError, match="found CaiT") as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     assert "24 blocks" in str(info.value) and str(path) in str(info.value)
 
 
@@ -324,7 +324,7 @@ def test_malicious_pickle_shaped_like_a_new_format_never_runs(tmp_path, shape, w
     else:
         path.write_bytes(pickle.dumps(state, protocol=2))
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, which="teacher")
+        load_backbone(path, which="teacher", form="backbone")
     message = str(info.value)
     assert message.startswith(str(path)) and "refused" in message and "was not run" in message
     if writer == "torch.save":  # a raw pickle of tensors is stopped earlier, at torch's own raw-storage global

@@ -13,7 +13,9 @@ from PIL import Image
 from pycocotools import mask as mask_utils
 
 from evaluate import EvaluationError
+from evaluate.datasets import DataSetError
 from evaluate.datasets.coco import CocoDataset, DatasetError, mask_area_bbox, quiet_pycocotools, rle_from_mask
+from evaluate.datasets.manifest import manifest_of
 
 # Image 7 is 4 x 5 (h x w). Object (ann 11): rows 1-2, cols 1-2. Crowd (ann 12): column 4.
 # Column-major runs: object 0000|0110|0110|0000|0000 -> [5, 2, 2, 2, 9]; crowd 16 zeros then 4 ones -> [16, 4].
@@ -122,33 +124,33 @@ def test_manifest_shards_and_hash(tmp_path):
     data = base_json()
     data["images"] += [{"id": i, "file_name": f"x{i}.png", "height": 16, "width": 17} for i in (9, 1, 5)]
     ds = CocoDataset(*write_dataset(tmp_path, data))
-    m = ds.manifest(2)
+    m = manifest_of(ds, 2)
     assert m["image_ids"] == [1, 3, 5, 7, 9]
-    assert m["files"] == ["x1.png", "a.png", "x5.png", "b.png", "x9.png"]
+    assert m["names"] == ["x1.png", "a.png", "x5.png", "b.png", "x9.png"]
     assert m["sizes"] == [[16, 17], [20, 30], [16, 17], [4, 5], [16, 17]]
     assert m["shards"] == [[1, 3], [5, 7], [9]]
     assert m["annotations_sha256"] == ds.annotations_sha256
     content = {k: v for k, v in m.items() if k != "manifest_sha256"}
     text = json.dumps(content, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
     assert m["manifest_sha256"] == hashlib.sha256(text.encode()).hexdigest()
-    assert ds.manifest(5)["shards"] == [[1, 3, 5, 7, 9]]
-    assert ds.manifest(100)["shards"] == [[1, 3, 5, 7, 9]]
-    assert ds.manifest(1)["shards"] == [[1], [3], [5], [7], [9]]
-    assert len({ds.manifest(k)["manifest_sha256"] for k in (1, 2, 5)}) == 3
-    assert ds.manifest(2) == m  # deterministic
+    assert manifest_of(ds, 5)["shards"] == [[1, 3, 5, 7, 9]]
+    assert manifest_of(ds, 100)["shards"] == [[1, 3, 5, 7, 9]]
+    assert manifest_of(ds, 1)["shards"] == [[1], [3], [5], [7], [9]]
+    assert len({manifest_of(ds, k)["manifest_sha256"] for k in (1, 2, 5)}) == 3
+    assert manifest_of(ds, 2) == m  # deterministic
 
 
 @pytest.mark.badinput
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "4"])
 def test_manifest_bad_shard_size(small, bad):
-    with pytest.raises(DatasetError, match="shard_size"):
-        small.manifest(bad)
+    with pytest.raises(DataSetError, match="shard_size"):
+        manifest_of(small, bad)
 
 
 def test_manifest_coco_mini(coco_mini: Path):
     ds = CocoDataset(coco_mini / "images", coco_mini / "annotations.json")
     ds.validate_files()
-    m = ds.manifest(32)
+    m = manifest_of(ds, 32)
     assert [len(s) for s in m["shards"]] == [32, 32, 15]
     assert sum(m["shards"], []) == m["image_ids"] == sorted(m["image_ids"])
     assert len(ds) == 79 and ds.has_labels

@@ -127,7 +127,7 @@ def test_demo_checkpoint_is_seeded_vit_small(tmp_path, fmt):
     before = torch.random.get_rng_state()
     path = make_demo_checkpoint(tmp_path / f"{fmt}.pth", fmt, seed=3, architecture="vit-s16")
     assert torch.equal(torch.random.get_rng_state(), before)  # the global torch RNG is left alone
-    loaded = load_backbone(path, which="teacher")
+    loaded = load_backbone(path, which="teacher", form="backbone")
     assert loaded.format == fmt
     torch.manual_seed(3)
     reference = vit_small().state_dict()
@@ -188,7 +188,7 @@ def test_demo_checkpoint_of_each_new_architecture_is_seeded_and_not_degenerate(t
     from evaluate.networks.checkpoints import load_backbone
 
     path = make_demo_checkpoint(tmp_path / f"{architecture}.pth", fmt, seed=5, architecture=architecture)
-    loaded = load_backbone(path, which="teacher")
+    loaded = load_backbone(path, which="teacher", form="backbone")
     assert (loaded.format, loaded.architecture, loaded.variant) == (fmt, architecture, variant)
     torch.manual_seed(5)
     reference = REGISTRY[architecture].build(variant).state_dict()

@@ -15,6 +15,7 @@ import torch
 from test_discovery_decoders import reference_box, reference_lost, reference_tokencut
 
 from evaluate.datasets.boxes import BoxDataError, CocoBoxes, VocBoxes
+from evaluate.datasets.kinds import spec_of
 from evaluate.scores.boxes import box_hit
 
 pytestmark = pytest.mark.coco
@@ -60,19 +61,23 @@ def voc(coco_mini, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def native_shard(voc, tmp_path_factory):
-    """keys-native of the VOC folder through a seeded DINO ViT-S/16 file in its released form."""
+    """keys-native of the VOC folder through a seeded DINO ViT-S/16 file, listed and read as the workflow's jobs do
+    (the manifest writer, then the stage's extraction through the one reading runner, which loads the network in
+    the form the reading fixes: released, whatever `features.form` would say)."""
+    from evaluate.datasets.manifest import write_manifest
     from evaluate.demo.checkpoints import make_demo_checkpoint
+    from evaluate.discovery.protocol import extract
     from evaluate.networks.checkpoints import load_backbone
-    from evaluate.readings.native import extract_native_shard
 
     work = tmp_path_factory.mktemp("native")
     path = make_demo_checkpoint(work / "dino.pth", fmt="dino-backbone", seed=0, architecture="vit-s16")
-    loaded = load_backbone(path, which="teacher", form="released")
-    dataset = VocBoxes(voc[0], "trainval")
+    spec = spec_of("discovery", "voc-test", "voc", root=str(voc[0]), split="trainval")
+    write_manifest(spec=spec, roles=("eval",), shard_size=8, out=work / "manifest.json")
     torch.set_num_threads(2)
-    out = extract_native_shard(loaded.model, dataset.open_image, dataset.image_ids, work / "000", dtype="float32",
-                               meta={"checkpoint": "dino", **loaded.file_meta()})
-    return loaded.model, dataset, out
+    extract(checkpoint={"name": "dino", "which": "teacher", "position_rule": None}, checkpoint_file=path, spec=spec,
+            manifest_file=work / "manifest.json", shard="000", out_dir=work / "000",
+            features={"dtype": "float32", "device": "cpu", "precision": "float32", "form": "backbone"})
+    return load_backbone(path, which="teacher", form="released").model, VocBoxes(voc[0], "trainval"), work / "000"
 
 
 def test_voc_boxes_every_object(voc):
@@ -132,12 +137,13 @@ def test_boxes_and_corloc_equal_the_references(native_shard, tmp_path, monkeypat
         monkeypatch.chdir(tmp_path)
         scoring = Scoring(checkpoint="dino", run="dino", epoch=1, features_meta=out / "meta.json",
                           dataset="voc-test", sealed=False, budget=None, config_hash="test")
-        record = score_discovery(scoring, spec={"name": "voc-test", "kind": "voc", "root": str(dataset.root),
-                                                "split": "trainval"}, decoder=name, manifest_file=manifest,
+        record = score_discovery(scoring, spec=spec_of("discovery", "voc-test", "voc", root=str(dataset.root),
+                                                       split="trainval"), decoder=name, manifest_file=manifest,
                                  boxes_files=[tmp_path / "boxes.json"], resamples=100, seed=0, code="test",
                                  out_record=tmp_path / f"{name}.json")
         records.append(record)
         assert record["measures"][0]["measure"] == "corloc_box"
+        assert (record["reading"], record["decoder"]) == ("keys-native", name)
         assert record["truths"] == {str(i): [list(b) for b in truths[i]] for i in shard.image_ids}
         assert record["measures"][0]["value"] == pytest.approx(100.0 * sum(hits) / len(hits))
     openings = (tmp_path / "results/ledger/openings.csv").read_text().splitlines()
@@ -170,7 +176,7 @@ def _refused(match, make):
 
 
 def test_bad_inputs_refused_by_name(voc, coco_mini, tmp_path):
-    from evaluate.discovery.protocol import write_manifest
+    from evaluate.datasets.manifest import write_manifest
 
     root = tmp_path / "VOC2007"
     shutil.copytree(voc[0], root)
@@ -185,8 +191,9 @@ def test_bad_inputs_refused_by_name(voc, coco_mini, tmp_path):
     jpeg = root / "JPEGImages" / f"{first}.jpg"
     jpeg.rename(tmp_path / "aside.jpg")
     out = tmp_path / "manifest.json"
-    spec = {"name": "v", "kind": "voc", "root": str(root), "split": "trainval"}
-    _refused(f"{jpeg}: the image of {first}", lambda: write_manifest(spec=spec, shard_size=2, out=out))
+    spec = spec_of("discovery", "v", "voc", root=str(root), split="trainval")
+    _refused(f"{jpeg}: the image of {first}", lambda: write_manifest(spec=spec, roles=("eval",), shard_size=2,
+                                                                     out=out))
     assert not out.exists() and not list(tmp_path.glob(".tmp-*"))
     (tmp_path / "aside.jpg").rename(jpeg)
     (root / "ImageSets/Main/empty.txt").write_text("\n")

@@ -517,7 +517,7 @@ def giant_state() -> dict[str, torch.Tensor]:
 
 def refusal(path: Path) -> str:
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, "teacher")
+        load_backbone(path, "teacher", "backbone")
     message = str(info.value)
     assert message.startswith(f"{path}: found ") and "\n" not in message, message
     return message

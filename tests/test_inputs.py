@@ -261,7 +261,7 @@ def test_three_checkpoints_on_one_shard_decode_once_and_equal_extracting_each_al
     ids = landscape + portrait  # both crop directions of tokens224
     checkpoints = {
         fmt: load_backbone(make_demo_checkpoint(tmp_path / f"{fmt}.pth", fmt, seed=seed, architecture="vit-s16"),
-                           which="teacher").model
+                           which="teacher", form="backbone").model
         for fmt, seed in (("dino-backbone", 0), ("selfpatch-train", 1), ("dino-train", 2))
     }
 

@@ -24,10 +24,12 @@ from evaluate.ledger.verify import verify_ledger
 from evaluate.scores.measures import MeasureError, make_measure, stats_array
 
 from sources import REPO
-DESIGN_COLUMNS = [  # docs/design.md §7, with the architecture (§9), form and geometry (§11), precision (§3)
+DESIGN_COLUMNS = [  # docs/design.md §7, with the architecture (§9), form and geometry (§11), precision (§3), and
+    # the reading and the decoder that made the row
     "checkpoint", "run", "epoch", "checkpoint_sha256", "architecture", "architecture_variant", "head_layout",
-    "form", "patch", "width", "registers", "precision", "dataset", "role", "measure", "setting", "value", "ci_low", "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started", "finished",
-    "wall_s", "max_rss_mb",
+    "form", "patch", "width", "registers", "precision", "dataset", "role", "measure", "setting", "reading", "decoder",
+    "value", "ci_low", "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started",
+    "finished", "wall_s", "max_rss_mb",
 ]
 ANN = "a" * 64
 
@@ -41,7 +43,8 @@ def independent_hash(obj) -> str:
 def hand_record(checkpoint="ck-ep0010", dataset="val", kind="decoder", epoch=10, value=40.0, opening_row="0" * 64):
     return {
         "kind": kind, "checkpoint": checkpoint, "run": "ck", "epoch": epoch, "checkpoint_sha256": "c" * 64,
-        "dataset": dataset, "role": "eval", "setting": "c1-t0.2", "code_version": "abc+dirty:0123",
+        "dataset": dataset, "role": "eval", "setting": "c1-t0.2", "reading": "keys480", "decoder": "ncut",
+        "code_version": "abc+dirty:0123",
         "config_hash": "f" * 16, "torch_version": "2.13.0", "started": "2026-01-01T00:00:00.000000Z",
         "finished": "2026-01-01T00:00:02.500000Z", "wall_s": 2.5, "max_rss_mb": 100.0,
         "opening_row_sha256": opening_row,
@@ -118,7 +121,8 @@ def test_record_with_bad_measure_is_refused(tmp_path):
 def test_make_record_fills_provenance():
     started = time.time() - 3.0
     rec = make_record(kind="probe", checkpoint="ck", run="ck", epoch=None, checkpoint_sha256="c" * 64,
-                      dataset="val", role="eval", setting="linear", config_hash="f" * 16,
+                      dataset="val", role="eval", setting="linear", reading="tokens224", decoder="linear-probe",
+                      config_hash="f" * 16,
                       opening_row_sha256="0" * 64, measures=[], started=started, finished=started + 3.25)
     assert rec["wall_s"] == 3.25
     assert rec["started"].endswith("Z") and rec["started"] < rec["finished"]
@@ -128,8 +132,8 @@ def test_make_record_fills_provenance():
     assert ":" in rec["code_version"]
     assert rec["max_rss_mb"] > 10  # this interpreter holds numpy and torch: tens of MiB at least
     assert set(rec) == {
-        "kind", "checkpoint", "run", "epoch", "checkpoint_sha256", "dataset", "role", "setting", "code_version",
-        "config_hash", "torch_version", "started", "finished", "wall_s", "max_rss_mb", "opening_row_sha256",
+        "kind", "checkpoint", "run", "epoch", "checkpoint_sha256", "dataset", "role", "setting", "reading", "decoder",
+        "code_version", "config_hash", "torch_version", "started", "finished", "wall_s", "max_rss_mb", "opening_row_sha256",
         "measures",
     }
 
@@ -188,6 +192,7 @@ def test_scores_csv_has_exactly_the_design_columns_and_sorted_rows(tmp_path):
         ("ck-ep0010", "ap"), ("ck-ep0010", "jaccard"), ("ck-ep0020", "ap"), ("ck-ep0020", "jaccard")]
     assert rows[1]["value"] == "40.0" and rows[1]["ci_low"] == "38.0" and rows[1]["n_left_out"] == "1"
     assert rows[0]["ci_low"] == "" and rows[0]["wall_s"] == "2.5"
+    assert {(r["reading"], r["decoder"]) for r in rows} == {("keys480", "ncut")}
     import pandas as pd
 
     frame = pd.read_parquet(tmp_path / "scores.parquet")

@@ -19,6 +19,7 @@ import yaml
 from decoders import get_decoder, sweep_settings
 from decoders.shards import sweep_keys, write_sweep
 from evaluate.datasets.coco import CocoDataset
+from evaluate.datasets.manifest import manifest_of
 from evaluate.demo.scenes import make_demo_dataset
 from evaluate.experiment import config_defaults
 from evaluate.ledger import BudgetExceeded
@@ -64,7 +65,7 @@ def score(workspace: Path, on: Scoring, calls: list, *, settings: dict | None = 
         return Scored([make_measure("ap", image_ids=[1, 2, 3], per_image=[], reducer=None, value=value)])
 
     record, result = score_on_record(
-        on, kind="decoder", role="eval", purpose="eval", setting="tau=0.2", n_images=3,
+        on, kind="decoder", role="eval", purpose="eval", setting="tau=0.2", reading="keys480", decoder="ncut", n_images=3,
         out_record=workspace / "record.json",
         decided_by=[workspace / "masks.json", workspace / "val" / "annotations.json"],
         settings=settings or {"code": "c1", "resamples": 100, "seed": 0}, open_dataset=open_dataset, score=measures)
@@ -163,7 +164,7 @@ def decoder_config(grid: dict = GRID) -> dict:
 def write_sweep_shard(workspace: Path, grid: dict = GRID, seed: int = 0) -> Path:
     """The select set's one sweep shard: seeded keys with a bright 10 x 10 block, decoded under every setting."""
     dataset = CocoDataset(workspace / "sel" / "images", workspace / "sel" / "annotations.json")
-    ids = sorted(dataset.manifest(8)["image_ids"])
+    ids = sorted(manifest_of(dataset, 8)["image_ids"])
     rng = np.random.default_rng(seed)
     keys = rng.normal(size=(len(ids), 30, 30, 384)).astype(np.float32)
     keys[:, 5:15, 8:18] += 3.0 * rng.normal(size=384).astype(np.float32)  # one object-like region
@@ -180,7 +181,7 @@ def selection(workspace):
     """The workspace with a select data set `sel` (3 demo images), its manifest and one sweep shard."""
     make_demo_dataset(workspace / "sel", 3, seed=7)
     dataset = CocoDataset(workspace / "sel" / "images", workspace / "sel" / "annotations.json")
-    (workspace / "manifest.json").write_text(json.dumps({**dataset.manifest(8), "dataset": "sel"}))
+    (workspace / "manifest.json").write_text(json.dumps(manifest_of(dataset, 8, "sel")))
     write_sweep_shard(workspace)
     return workspace
 

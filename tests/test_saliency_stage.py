@@ -14,7 +14,8 @@ from test_saliency_reading import FRAMES, davis_saliency_set  # noqa: F401 (a fi
 from evaluate.demo.saliency import make_demo_saliency
 from evaluate.demo.scenes import make_scene
 from evaluate.experiment import ConfigError, Experiment, load_config
-from evaluate.saliency import SaliencyError
+from evaluate.datasets import DataSetError
+from evaluate.datasets.kinds import spec_of
 from evaluate.datasets.saliency import open_saliency_set
 from evaluate.saliency.measures import SaliencyTally, image_scores, sod_measures, tokencut_measures
 from evaluate.scores.measures import make_measure, stats_array
@@ -70,13 +71,15 @@ def _tiny_set(root, names=("b", "a")):
 
 
 def test_the_manifest_lists_pairs_and_shards_without_decoding_a_mask(tmp_path):
+    from evaluate.datasets.manifest import write_manifest
     from evaluate.plumbing.atomic import read_json
-    from evaluate.saliency.protocol import write_manifest
 
     root = _tiny_set(tmp_path / "set", names=("c", "b", "a"))
-    spec = {"name": "s", "root": str(root), "images": None, "masks": None, "benchmark": None, "bilateral": True}
-    manifest = write_manifest(spec=spec, shard_size=2, out=tmp_path / "saliency.json")
+    spec = spec_of("saliency", "s", root=str(root), bilateral=True)
+    manifest = write_manifest(spec=spec, roles=("eval",), shard_size=2, out=tmp_path / "saliency.json")
     assert manifest["names"] == ["a", "b", "c"] and manifest["image_ids"] == [0, 1, 2]
+    assert (manifest["dataset"], manifest["kind"]) == ("s", "saliency")
+    assert manifest["masks"] == str(root / "ground_truth_mask")
     assert manifest["shards"] == [[0, 1], [2]]
     assert manifest["annotations_sha256"] == open_saliency_set(root).annotations_sha256
     assert read_json(tmp_path / "saliency.json") == manifest
@@ -117,16 +120,20 @@ def test_a_read_shard_scored_on_the_record_gives_tokencuts_measures(davis_salien
     from evaluate.outputs.saliency_figures import saliency_figures
     from decoders.bilateral import TOKENCUT_SOLVER, refined_from_vertices
     from evaluate.datasets.saliency import read_image, read_truth
-    from evaluate.saliency.protocol import ShardReadings, read_shard, score_saliency, write_manifest
-    from evaluate.readings.saliency import read_saliency
+    from evaluate.datasets.manifest import write_manifest
+    from evaluate.readings.saliency import ShardReadings, read_saliency
+    from evaluate.saliency.protocol import read_shard, score_saliency
 
     monkeypatch.chdir(tmp_path)
-    spec = {"name": "davis-sal", "root": None, "images": str(davis_saliency_set.images),
-            "masks": str(davis_saliency_set.masks), "benchmark": "ecssd", "bilateral": True}
-    write_manifest(spec=spec, shard_size=8, out=tmp_path / "saliency.json")
-    read_shard(checkpoint="dino", checkpoint_file=demo_vit, which="teacher", position_rule=None, spec=spec,
-               manifest_file=tmp_path / "saliency.json", shard="000", out_reading=tmp_path / "000.npz",
-               out_meta=tmp_path / "000.json", threads=2)
+    spec = spec_of("saliency", "davis-sal", images=str(davis_saliency_set.images),
+                   masks=str(davis_saliency_set.masks), benchmark="ecssd", bilateral=True)
+    checkpoint = {"name": "dino", "which": "teacher", "position_rule": None}
+    write_manifest(spec=spec, roles=("eval",), shard_size=8, out=tmp_path / "saliency.json")
+    meta = read_shard(checkpoint=checkpoint, checkpoint_file=demo_vit, spec=spec,
+                      manifest_file=tmp_path / "saliency.json", shard="000", out_reading=tmp_path / "000.npz",
+                      out_meta=tmp_path / "000.json", features={})
+    assert (meta["reading"], meta["form"], meta["precision"], meta["device"]) == ("saliency", "released", "float32",
+                                                                                 "cpu")
     shard = ShardReadings(tmp_path / "000.npz")
     model = load_backbone(demo_vit, which="teacher", form="released").model.eval()
     preds, refined, truths = [], [], []
@@ -167,10 +174,10 @@ def test_a_read_shard_scored_on_the_record_gives_tokencuts_measures(davis_salien
     (davis_saliency_set.images / f"{FRAMES[0][0]}.jpg").rename(tmp_path / "moved.jpg")  # the set changed on disk
     (davis_saliency_set.masks / f"{FRAMES[0][0]}.png").rename(tmp_path / "moved.png")
     try:
-        with pytest.raises(SaliencyError, match=r"saliency\.json: the set's folders no longer hold the images"):
-            read_shard(checkpoint="dino", checkpoint_file=demo_vit, which="teacher", position_rule=None, spec=spec,
+        with pytest.raises(DataSetError, match=r"saliency\.json: the data set's files no longer hold the images"):
+            read_shard(checkpoint=checkpoint, checkpoint_file=demo_vit, spec=spec,
                        manifest_file=tmp_path / "saliency.json", shard="000", out_reading=tmp_path / "001.npz",
-                       out_meta=tmp_path / "001.json", threads=2)
+                       out_meta=tmp_path / "001.json", features={})
         assert not (tmp_path / "001.npz").exists()
     finally:
         (tmp_path / "moved.jpg").rename(davis_saliency_set.images / f"{FRAMES[0][0]}.jpg")
@@ -186,19 +193,20 @@ def saliency_only(**entry) -> dict:
 
 def test_a_saliency_set_is_an_eval_set_with_the_solver_on_by_default(tmp_path):
     exp = Experiment(load_config(saliency_only(root=str(tmp_path), benchmark="ecssd")))
-    entry = exp.saliency["ecssd"]
-    assert entry.roles == ("eval",) and entry.bilateral is True and entry.benchmark == "ecssd"
-    assert entry.spec() == {"name": "ecssd", "root": str(tmp_path), "images": None, "masks": None,
-                            "benchmark": "ecssd", "bilateral": True}
+    entry = exp.datasets["ecssd"]
+    assert entry.roles == ("eval",) and entry.fields["bilateral"] is True and entry.fields["benchmark"] == "ecssd"
+    assert entry.spec == spec_of("saliency", "ecssd", root=str(tmp_path), benchmark="ecssd", bilateral=True)
+    assert entry.spec["opener"] == "evaluate.datasets.saliency:SaliencySet.from_spec"
     assert exp.run_time("ecssd").sealed is False
 
 
 @pytest.mark.parametrize("entry, message", [
-    ({"root": "r", "images": "i", "masks": "m"}, r"saliency\.ecssd: give its root .* or both its images and masks"),
+    ({"root": "r", "images": "i", "masks": "m"}, r"saliency\.ecssd: give its root or its images and masks"),
     ({"images": "i"}, r"saliency\.ecssd: give its root"),
     ({"root": "r", "sealed": True}, r"saliency\.ecssd is sealed but has no 'budget'"),
     ({"root": "elsewhere", "demo": {"n_images": 2, "seed": 0}},
-     r"saliency\.ecssd\.root: a demo saliency set is drawn at results/demo/saliency/ecssd"),
+     r"saliency\.ecssd\.root: a demo saliency set is drawn at results/demo/saliency/ecssd, so its root must lie"),
+    ({"root": "no-such-folder"}, r"saliency\.ecssd\.root: no-such-folder is not a folder"),
 ])
 def test_a_bad_saliency_entry_is_one_line_naming_it(entry, message):
     with pytest.raises(ConfigError, match=message):
@@ -208,7 +216,7 @@ def test_a_bad_saliency_entry_is_one_line_naming_it(entry, message):
 def test_a_saliency_set_named_like_another_data_set_is_refused():
     config = saliency_only(root="r")
     config["discovery"] = {"ecssd": {"kind": "voc", "root": "v"}}
-    with pytest.raises(ConfigError, match=r"saliency\.ecssd: the name is also a data set's"):
+    with pytest.raises(ConfigError, match=r"saliency\.ecssd: the name is also a data set's under 'discovery:'"):
         Experiment(load_config(config))
 
 

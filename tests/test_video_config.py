@@ -36,9 +36,10 @@ def video_only(root: str, **entry) -> dict:
 
 def test_the_shipped_demo_video_set_is_an_eval_set_read_at_a_reduced_height(shipped_config):
     exp = Experiment(load_config(shipped_config))
-    assert list(exp.videos) == ["demo-videos"]
-    video = exp.videos["demo-videos"]
-    assert video.roles == ("eval",) and video.resolution == "480p" and video.sealed and video.budget == 50
+    assert list(exp.section("videos")) == ["demo-videos"]
+    video = exp.datasets["demo-videos"]
+    assert video.roles == ("eval",) and video.fields["resolution"] == "480p" and video.sealed and video.budget == 50
+    assert (video.section, video.kind) == ("videos", "davis")
     assert exp.propagation == PropagationSettings(**{**DINO_DEFAULTS, "height": 96})
     run_time = exp.run_time("demo-videos")
     assert (run_time.roles, run_time.sealed, run_time.budget) == (("eval",), True, 50)
@@ -51,7 +52,7 @@ def test_the_schema_holds_dino_s_propagation_defaults(tmp_path):
     assert config["videos"]["clip"]["resolution"] == "480p" and config["datasets"] == {}
     exp = Experiment(config)
     assert exp.propagation.name == "h480-n7-k5-r12-t0.1"
-    assert exp.datasets == {} and not exp.videos["clip"].sealed and exp.videos["clip"].budget is None
+    assert exp.section("datasets") == {} and not exp.datasets["clip"].sealed and exp.datasets["clip"].budget is None
 
 
 def test_a_config_without_any_data_set_is_refused():

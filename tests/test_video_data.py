@@ -11,6 +11,7 @@ from PIL import Image
 from videos import davis_mini, moving_shapes, small_davis
 
 from evaluate import EvaluationError
+from evaluate.datasets.manifest import manifest_of
 from evaluate.datasets.davis import (
     DavisDataset,
     VideoDatasetError,
@@ -105,25 +106,27 @@ def test_the_sequences_are_the_lines_of_a_list_file_in_its_order(tmp_path):
 def test_label_identity_separates_the_first_masks_from_the_rest(tmp_path):
     root = small_davis(tmp_path / "a")
     dataset = DavisDataset(root)
-    first, rest = dataset.annotations_sha256("first"), dataset.annotations_sha256("rest")
+    first, rest = dataset.labels_sha256("first"), dataset.labels_sha256("rest")
     moved = tmp_path / "b"
     shutil.copytree(root, moved)
-    assert DavisDataset(moved).annotations_sha256("first") == first  # paths relative to the root: movable
+    assert DavisDataset(moved).labels_sha256("first") == first  # paths relative to the root: movable
     later = dataset.sequence("shapes2").masks[3]
     ids = read_mask(later)
     ids[0, 0] = 1 - min(ids[0, 0], 1)
     write_mask(later, ids)
-    assert DavisDataset(root).annotations_sha256("first") == first
-    assert DavisDataset(root).annotations_sha256("rest") != rest
+    assert DavisDataset(root).labels_sha256("first") == first
+    assert DavisDataset(root).labels_sha256("rest") != rest
     ids = read_mask(dataset.sequence("shape1").masks[0]) * 255
     ids[0, :3] = 255 - ids[0, :3]
     Image.fromarray(ids.astype(np.uint8)).save(dataset.sequence("shape1").masks[0])
-    assert DavisDataset(root).annotations_sha256("first") != first
-    assert DavisDataset(root).annotations_sha256("first", ["shapes2"]) == dataset.annotations_sha256("first",
+    assert DavisDataset(root).labels_sha256("first") != first
+    assert DavisDataset(root).labels_sha256("first", ["shapes2"]) == dataset.labels_sha256("first",
                                                                                                        ["shapes2"])
-    manifest = DavisDataset(root).manifest()
-    assert [s["name"] for s in manifest["sequences"]] == ["shape1", "shapes2"]
+    assert DavisDataset(root).annotations_sha256 == DavisDataset(root).labels_sha256("rest")  # what scoring reads
+    manifest = manifest_of(DavisDataset(root), 8)
+    assert [s["name"] for s in manifest["sequences"]] == ["shape1", "shapes2"] and "shards" not in manifest
     assert manifest["sequences"][1]["frames"] == [f"{t:05d}.jpg" for t in range(6)]
+    assert manifest["first_masks_sha256"] == DavisDataset(root).labels_sha256("first")
 
 
 # --------------------------------------------------------------------------------------------- bad inputs

@@ -26,16 +26,15 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from evaluate import EvaluationError
+from evaluate.datasets import DataSetError
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 from evaluate.pixels.images import open_rgb
 
 Box = tuple[int, int, int, int]
-KINDS = ("voc", "coco-boxes")
 _TRAILING_NUMBER = re.compile(r"(\d+)\.[A-Za-z]+$")
 
 
-class BoxDataError(EvaluationError):
+class BoxDataError(DataSetError):
     """A box data set's file is missing or malformed; the message names the file and what is wrong."""
 
 
@@ -50,9 +49,11 @@ class VocBoxes:
     """A VOC year folder's split (see the module docstring)."""
 
     kind = "voc"
+    has_labels = True
 
     def __init__(self, root: str | os.PathLike, split: str):
         self.root = Path(root)
+        self.labels_path = self.root / "Annotations"
         split_file = self.root / "ImageSets" / "Main" / f"{split}.txt"
         if not split_file.is_file():
             raise BoxDataError(f"{split_file}: split file not found (a VOC year folder holds ImageSets/Main/"
@@ -69,6 +70,15 @@ class VocBoxes:
             for path, what in ((self._jpeg(name), "image"), (self._xml(name), "annotation")):
                 if not path.is_file():
                     raise BoxDataError(f"{path}: the {what} of {name}, listed in {split_file}, is missing")
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> VocBoxes:
+        """From its config entry's spec (`root`, `split`)."""
+        return cls(spec["root"], spec["split"])
+
+    def listing(self) -> dict:
+        """The manifest's listing: image ids and names (`evaluate.datasets.manifest`)."""
+        return {"image_ids": list(self.image_ids), "names": list(self.names)}
 
     def _jpeg(self, name: str) -> Path:
         return self.root / "JPEGImages" / f"{name}.jpg"
@@ -114,11 +124,12 @@ class CocoBoxes:
     """A COCO instances file's boxes, optionally restricted to an image list (see the module docstring)."""
 
     kind = "coco-boxes"
+    has_labels = True
 
     def __init__(self, images: str | os.PathLike, annotations: str | os.PathLike,
                  image_list: str | os.PathLike | None = None):
         self.images_dir = Path(images)
-        self.annotations_path = Path(annotations)
+        self.annotations_path = self.labels_path = Path(annotations)
         data = self._load()
         entries = {}
         for image in data.get("images", []):
@@ -153,6 +164,15 @@ class CocoBoxes:
             if not path.is_file():
                 where = f" (named in {image_list})" if image_list is not None else ""
                 raise BoxDataError(f"{path}: image id {image_id}{where} has no image file")
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> CocoBoxes:
+        """From its config entry's spec (`images`, `annotations`, optional `image_list`)."""
+        return cls(spec["images"], spec["annotations"], spec.get("image_list"))
+
+    def listing(self) -> dict:
+        """The manifest's listing: image ids and names (`evaluate.datasets.manifest`)."""
+        return {"image_ids": list(self.image_ids), "names": list(self.names)}
 
     def _load(self) -> dict:
         try:
@@ -194,21 +214,3 @@ class CocoBoxes:
             out[image_id].append(_check_box(box, int(entry["width"]), int(entry["height"]),
                                             f"{self.annotations_path} (annotation {ann.get('id')})"))
         return out
-
-
-def open_box_dataset(spec: dict):
-    """A box data set from its config entry: kind voc (root, split) or coco-boxes (images, annotations,
-    image_list)."""
-    if spec["kind"] == "voc":
-        return VocBoxes(spec["root"], spec["split"])
-    return CocoBoxes(spec["images"], spec["annotations"], spec.get("image_list"))
-
-
-def box_manifest(dataset, shard_size: int) -> dict:
-    """The data set's images and shards: {"kind", "image_ids", "names", "shards": [[ids]], "annotations_sha256",
-    "manifest_sha256"}; reads no label."""
-    ids = list(dataset.image_ids)
-    content = {"kind": dataset.kind, "image_ids": ids, "names": list(dataset.names),
-               "shards": [ids[i: i + shard_size] for i in range(0, len(ids), shard_size)],
-               "annotations_sha256": dataset.annotations_sha256}
-    return {**content, "manifest_sha256": sha256_json(content)}

@@ -33,7 +33,7 @@ from PIL import Image
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 
-from evaluate import EvaluationError
+from evaluate.datasets import DataSetError
 from evaluate.pixels.images import open_rgb
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 
@@ -44,7 +44,7 @@ CATEGORY_KEYS = ("id", "name")
 log = logging.getLogger("evaluate.datasets.coco")
 
 
-class DatasetError(EvaluationError):
+class DatasetError(DataSetError):
     """An annotation file or images folder that does not describe a usable COCO data set."""
 
 
@@ -63,9 +63,11 @@ class CocoDataset:
     from the validated JSON (without its prints); `.annotations_sha256` hex sha256 of the annotation file's bytes.
     """
 
+    kind = "coco"
+
     def __init__(self, images_dir: str | os.PathLike, annotations_path: str | os.PathLike):
         self.images_dir = Path(images_dir)
-        self.annotations_path = Path(annotations_path)
+        self.annotations_path = self.labels_path = Path(annotations_path)
         data = self._read_json()
         self._validate(data)
         coco = COCO()
@@ -82,6 +84,11 @@ class CocoDataset:
             self._anns_by_image[ann["image_id"]].append(ann)
         for anns in self._anns_by_image.values():
             anns.sort(key=lambda a: a["id"])
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> CocoDataset:
+        """From its config entry's spec (`images`, `annotations`)."""
+        return cls(spec["images"], spec["annotations"])
 
     def __repr__(self) -> str:
         return f"CocoDataset({str(self.images_dir)!r}, {str(self.annotations_path)!r}: {len(self)} images)"
@@ -283,23 +290,17 @@ class CocoDataset:
         """Hex sha256 of the annotation file's bytes."""
         return sha256_file(self.annotations_path)
 
-    def manifest(self, shard_size: int) -> dict:
-        """The data set as the feature stage sees it: sorted ids cut into shards of `shard_size` images.
+    @property
+    def names(self) -> list[str]:
+        """The image files' names, in image-id order."""
+        return [self._image(i)["file_name"] for i in self.image_ids]
 
-        Returns {"image_ids": [int], "files": [file_name], "sizes": [[h, w]], "shards": [[ids]] (the last may be
-        shorter), "annotations_sha256": hex, "manifest_sha256": sha256 of the canonical JSON of all other keys}.
-        """
-        if not _is_int(shard_size) or shard_size < 1:
-            raise DatasetError(f"shard_size must be a positive integer, got {shard_size!r}")
-        ids = list(self.image_ids)
-        content = {
-            "image_ids": ids,
-            "files": [self._image(i)["file_name"] for i in ids],
-            "sizes": [list(self.image_size(i)) for i in ids],
-            "shards": [ids[start : start + shard_size] for start in range(0, len(ids), shard_size)],
-            "annotations_sha256": self.annotations_sha256,
-        }
-        return {**content, "manifest_sha256": sha256_json(content)}
+    def listing(self) -> dict:
+        """The manifest's listing (`evaluate.datasets.manifest`): image ids, file names and the (height, width)
+        each image is annotated at, once every image file was found (`validate_files`)."""
+        self.validate_files()
+        return {"image_ids": list(self.image_ids), "names": self.names,
+                "sizes": [list(self.image_size(i)) for i in self.image_ids]}
 
 
 def rle_from_mask(mask: np.ndarray) -> dict:
@@ -327,33 +328,6 @@ def quiet_pycocotools():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*copy keyword.*", category=DeprecationWarning)
         yield
-
-
-def dataset_manifest(dataset: CocoDataset, name: str, roles: list[str], shard_size: int) -> dict:
-    """The manifest of a data set of the run, after checking it can serve its roles and every image file opens.
-
-    A data set with a role scores against labels, so one whose annotation file holds no annotations is refused.
-    Returns `CocoDataset.manifest(shard_size)` with the data set's name added.
-    """
-    if roles and not dataset.has_labels:
-        raise DatasetError(
-            f"{dataset.annotations_path}: holds no annotations, but data set {name!r} has role(s) "
-            f"{', '.join(roles)}, which score against labels"
-        )
-    dataset.validate_files()
-    return {**dataset.manifest(int(shard_size)), "dataset": name}
-
-
-def write_manifest(*, images: str, annotations: str, name: str, roles: Sequence[str], shard_size: int,
-                   out: str | os.PathLike) -> dict:
-    """The manifest job: validate data set `name` (its annotations and every image file) and write its manifest
-    (`dataset_manifest`: sorted ids cut into shards of `shard_size`) to `out`; returns it."""
-    from evaluate.plumbing.atomic import write_json
-
-    manifest = dataset_manifest(CocoDataset(images, annotations), name, list(roles), shard_size)
-    write_json(out, manifest)
-    log.info("%s: %d images in %d shards", name, len(manifest["image_ids"]), len(manifest["shards"]))
-    return manifest
 
 
 def manifest_sizes(manifest: dict) -> dict[int, tuple[int, int]]:

@@ -16,7 +16,7 @@ a frame. Masks are decoded only where a job reads them: the first one (`first_ma
 apart from the rest (`truth_mask`, what scoring reads); a corrupt mask or frame, a mask whose size differs from its
 frame's, or a first mask without any object is an error naming the file.
 
-Label identity (for the ledger's openings): `annotations_sha256(part)`, the sha256 of the canonical JSON of the
+Label identity (for the ledger's openings): `labels_sha256(part)`, the sha256 of the canonical JSON of the
 sorted [path relative to the root, sha256 of the file] pairs of the first-frame masks ("first") or of every other
 mask ("rest").
 """
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from evaluate import EvaluationError
+from evaluate.datasets import DataSetError
 from evaluate.plumbing.atomic import atomic_path
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 from evaluate.pixels.images import opened_image
@@ -46,7 +46,7 @@ LABEL_PARTS = ("first", "rest")
 _ORIENTATION = 0x0112  # EXIF tag; values 5..8 swap width and height
 
 
-class VideoDatasetError(EvaluationError):
+class VideoDatasetError(DataSetError):
     """A DAVIS-layout folder, frame or mask that cannot be used; the message names the file."""
 
 
@@ -196,12 +196,15 @@ class DavisDataset:
     `JPEGImages/<resolution>/`, sorted. `.names` the sequence names in order; `.sequence(name)` a `VideoSequence`.
     """
 
+    kind = "davis"
+    has_labels = True
+
     def __init__(self, root: str | os.PathLike, resolution: str = RESOLUTION,
                  sequences_file: str | os.PathLike | None = None):
         self.root = Path(root)
         self.resolution = str(resolution)
         self.frames_dir = self.root / "JPEGImages" / self.resolution
-        self.masks_dir = self.root / "Annotations" / self.resolution
+        self.masks_dir = self.labels_path = self.root / "Annotations" / self.resolution
         for folder in (self.frames_dir, self.masks_dir):
             if not folder.is_dir():
                 raise VideoDatasetError(f"{folder}: folder not found (a DAVIS-layout data set holds "
@@ -212,6 +215,11 @@ class DavisDataset:
         if not self.names:
             raise VideoDatasetError(f"{self.frames_dir}: no sequence folders")
         self._sequences = {name: self._read_sequence(name) for name in self.names}
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> DavisDataset:
+        """From its config entry's spec (`root`, `resolution`, optional `sequences_file`)."""
+        return cls(spec["root"], spec["resolution"], spec.get("sequences_file"))
 
     def _resolve(self, path: Path) -> Path:
         path = path if path.is_absolute() else self.root / path
@@ -270,20 +278,23 @@ class DavisDataset:
             return [seq.masks[0] for seq in chosen]
         return [mask for seq in chosen for mask in seq.masks[1:]]
 
-    def annotations_sha256(self, part: str, names: Sequence[str] | None = None) -> str:
+    def labels_sha256(self, part: str, names: Sequence[str] | None = None) -> str:
         """The identity of a part of the labels (of all sequences, or of `names`): see the module docstring."""
         return masks_sha256(self.root, self.label_paths(part, names))
 
-    def manifest(self) -> dict:
-        """What the data set is, by name and content: per sequence its frame and mask file names; the identity of
-        the first-frame masks and of the rest; `manifest_sha256` over all of it."""
-        body = {
+    @property
+    def annotations_sha256(self) -> str:
+        """The identity of the labels scoring reads: every mask but the first frames' (`labels_sha256("rest")`)."""
+        return self.labels_sha256("rest")
+
+    def listing(self) -> dict:
+        """The manifest's listing (`evaluate.datasets.manifest`): per sequence its frame and mask file names, and the
+        identity of the first-frame masks (propagation's given input; the rest are `annotations_sha256`)."""
+        return {
             "resolution": self.resolution,
             "sequences": [
                 {"name": seq.name, "frames": [p.name for p in seq.frames], "masks": [p.name for p in seq.masks]}
                 for seq in self.sequences
             ],
-            "first_masks_sha256": self.annotations_sha256("first"),
-            "masks_sha256": self.annotations_sha256("rest"),
+            "first_masks_sha256": self.labels_sha256("first"),
         }
-        return {**body, "manifest_sha256": sha256_json(body)}

@@ -30,7 +30,7 @@ from PIL import Image
 
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 from evaluate.pixels.images import opened_image, to_rgb
-from evaluate import EvaluationError
+from evaluate.datasets import DataSetError
 
 SET_LAYOUTS = {  # the set's name -> (images folder, masks folder) under its root, as each download unpacks
     "ecssd": ("images", "ground_truth_mask"),
@@ -42,7 +42,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 MASK_SUFFIX = ".png"
 
 
-class SaliencyDataError(EvaluationError):
+class SaliencyDataError(DataSetError):
     """A saliency folder, image or mask that cannot be used; the message names the file."""
 
 
@@ -57,14 +57,49 @@ class SaliencyPair:
 
 @dataclass(frozen=True)
 class SaliencySet:
-    """A saliency data set: `pairs` sorted by image file name; `images`, `masks` the two folders."""
+    """A saliency data set: `pairs` sorted by image file name; `images`, `masks` the two folders. Its images are
+    ids 0 .. n - 1, their position in that order (`image_ids`, `names` the shared file stems)."""
 
     images: Path
     masks: Path
     pairs: tuple[SaliencyPair, ...]
 
+    kind = "saliency"
+    has_labels = True
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> SaliencySet:
+        """From its config entry's spec: its `root`, or its `images` and `masks` folders."""
+        if spec.get("root"):
+            return open_saliency_set(spec["root"])
+        return open_saliency_set(images=spec["images"], masks=spec["masks"])
+
     def __len__(self) -> int:
         return len(self.pairs)
+
+    @property
+    def labels_path(self) -> Path:
+        return self.masks
+
+    @property
+    def image_ids(self) -> list[int]:
+        return list(range(len(self.pairs)))
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.pairs]
+
+    def image_path(self, image_id: int) -> Path:
+        return self.pairs[int(image_id)].image
+
+    def open_image(self, image_id: int) -> Image.Image:
+        """Image `image_id` in RGB as stored (`read_image`)."""
+        return read_image(self.pairs[int(image_id)])
+
+    def listing(self) -> dict:
+        """The manifest's listing: ids, names and the two folders (`evaluate.datasets.manifest`)."""
+        return {"image_ids": self.image_ids, "names": self.names, "images": str(self.images),
+                "masks": str(self.masks)}
 
     @property
     def annotations_sha256(self) -> str:

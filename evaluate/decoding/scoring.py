@@ -38,10 +38,10 @@ def score_decoder(scoring: Scoring, *, masks_file: str | os.PathLike, selected_f
         measures = decoder_measures(dataset, read_json(masks_file), resamples=resamples, seed=seed)
         return Scored(measures=measures, fields={"image_categories": image_categories(dataset)})
 
-    setting = load_selected(selected_file)[1].name
+    decoder, settings = load_selected(selected_file)
     record, _ = score_on_record(
-        scoring, kind="decoder", role="eval", purpose="eval", setting=setting,
-        n_images=len(read_json(manifest_file)["image_ids"]),  # the data set's images, as the manifest lists them
+        scoring, kind="decoder", role="eval", purpose="eval", setting=settings.name, reading=decoder.READS,
+        decoder=decoder.NAME, n_images=len(read_json(manifest_file)["image_ids"]),  # the data set's images, as the manifest lists them
         out_record=out_record, decided_by=[masks_file, manifest_file, annotations],
         settings={"code": code, "resamples": resamples, "seed": seed},
         open_dataset=lambda: CocoDataset(images, annotations), score=score,

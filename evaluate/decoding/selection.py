@@ -159,7 +159,8 @@ def select_setting(scoring: Scoring, *, decoder: dict, sweep_files: Sequence[str
 
     record, rows = score_on_record(
         scoring, kind="sweep", role="select", purpose="select",
-        setting=f"sweep of {len(sweep_settings(decoder))} settings", n_images=len(manifest["image_ids"]),
+        setting=f"sweep of {len(sweep_settings(decoder))} settings", reading=chosen.READS, decoder=chosen.NAME,
+        n_images=len(manifest["image_ids"]),
         out_record=out_record, decided_by=[*sweep_files, manifest_file, annotations],
         settings={"code": code, "decoder": chosen.NAME, "resamples": resamples, "seed": seed},
         open_dataset=lambda: CocoDataset(images, annotations), score=select, chooses_setting=True,

@@ -1,8 +1,7 @@
-"""The object-discovery stage's entries (docs/design.md §12): manifest, extraction, boxes, scoring.
+"""The object-discovery stage's entries (docs/design.md §12): extraction, boxes, scoring.
 
-Files: the manifest `results/datasets/{dataset}/boxes.json` (`evaluate.datasets.boxes.box_manifest`); keys-native
-shards under `results/features/{checkpoint}/{dataset}/{shard}/` (`evaluate.readings.native`); the boxes of a shard
-`results/discovery/{checkpoint}/{dataset}/{shard}.json`:
+Files: keys-native shards under `results/features/{checkpoint}/{dataset}/{shard}/` (`evaluate.readings.native`,
+read through the one runner); the boxes of a shard `results/discovery/{checkpoint}/{dataset}/{shard}.json`:
     {"image_ids": [n], "sizes": [[H, W]], "patch": p, "decoders": {name: {"setting": str, "boxes": [[x0, y0, x1, y1]
      or null per image], "stats": {...}}}}
 and one ledger record per checkpoint, data set and box decoder (kind = the decoder's name, measure `corloc_box`).
@@ -18,43 +17,19 @@ from typing import Any, Sequence
 log = logging.getLogger("evaluate.discovery.protocol")
 
 
-def write_manifest(*, spec: dict, shard_size: int, out: str | os.PathLike) -> dict:
-    """The data set's images and shards (no label read) -> `out`."""
-    from evaluate.datasets.boxes import box_manifest, open_box_dataset
-    from evaluate.plumbing.atomic import write_json
+def extract(*, checkpoint: dict, checkpoint_file: str | os.PathLike, spec: dict, manifest_file: str | os.PathLike,
+            shard: str, out_dir: str | os.PathLike, features: dict) -> dict:
+    """keys-native of one checkpoint on one shard (the network in its released form, as the reading says), through
+    the one runner; returns the shard's meta."""
+    from evaluate.readings.native import KEYS_NATIVE, META, write_native
+    from evaluate.readings.runner import run_reading
 
-    manifest = box_manifest(open_box_dataset(spec), shard_size)
-    if spec.get("benchmark"):
-        from evaluate.datasets.benchmarks import benchmark_size
+    def body(run) -> dict:
+        return write_native(run.model, run.dataset.open_image, run.units, out_dir, dtype=str(features["dtype"]),
+                            device=run.device, precision=run.precision)
 
-        expected = benchmark_size(spec["benchmark"])
-        if len(manifest["image_ids"]) != expected:
-            log.warning("%s: declared benchmark %s has %d images, this data set %d: its published rows compare "
-                        "with a different set of images", spec["name"], spec["benchmark"], expected,
-                        len(manifest["image_ids"]))
-    write_json(out, manifest)
-    log.info("%s: %d images in %d shard(s)", spec["name"], len(manifest["image_ids"]), len(manifest["shards"]))
-    return manifest
-
-
-def extract(*, checkpoint: str, checkpoint_file: str | os.PathLike, which: str, position_rule: str | None,
-            spec: dict, manifest_file: str | os.PathLike, shard: str, out_dir: str | os.PathLike, dtype: str,
-            device: str, precision: str, threads: int) -> Path:
-    """keys-native of one checkpoint on one shard, the network in its released form."""
-    from evaluate.datasets.boxes import open_box_dataset
-    from evaluate.networks.checkpoints import load_backbone
-    from evaluate.plumbing.atomic import read_json
-    from evaluate.readings.features import resolve_device, shard_image_ids
-    from evaluate.readings.native import FORM, extract_native_shard
-
-    manifest = read_json(manifest_file)
-    ids = shard_image_ids(manifest, shard, manifest_file)
-    dataset = open_box_dataset(spec)
-    loaded = load_backbone(checkpoint_file, which=which, form=FORM, position_rule=position_rule)
-    meta = {"checkpoint": checkpoint, **loaded.file_meta(), "dataset": spec["name"],
-            "manifest_sha256": manifest["manifest_sha256"], "shard": shard}
-    return extract_native_shard(loaded.model, dataset.open_image, ids, out_dir, dtype=dtype,
-                                device=resolve_device(device), precision=precision, threads=threads, meta=meta)
+    return run_reading(KEYS_NATIVE, body, checkpoint=checkpoint, checkpoint_file=checkpoint_file, spec=spec,
+                       manifest_file=manifest_file, shard=shard, meta_out=Path(out_dir) / META, features=features)
 
 
 def decode_boxes(*, shard_dir: str | os.PathLike, out: str | os.PathLike) -> dict:
@@ -87,9 +62,10 @@ def score_discovery(scoring: Any, *, spec: dict, decoder: str, manifest_file: st
                     out_record: str | os.PathLike) -> dict:
     """CorLoc on boxes of one box decoder for one checkpoint on one data set: opens the data set's labels once
     (or reuses the record of the same inputs), writes the record (kind = the decoder's name) and returns it."""
-    from evaluate.datasets.boxes import open_box_dataset
+    from evaluate.datasets import open_dataset
     from evaluate.ledger.scoring import Scored, score_on_record
     from evaluate.plumbing.atomic import read_json
+    from evaluate.readings.native import KEYS_NATIVE
     from evaluate.scores.boxes import MEASURE, box_hit
     from evaluate.scores.measures import make_measure
 
@@ -112,10 +88,11 @@ def score_discovery(scoring: Any, *, spec: dict, decoder: str, manifest_file: st
         return Scored(measures=[measure], fields=fields)
 
     record, _ = score_on_record(
-        scoring, kind=decoder, role="eval", purpose="eval", setting=setting, n_images=len(ids),
+        scoring, kind=decoder, role="eval", purpose="eval", setting=setting, reading=KEYS_NATIVE.name,
+        decoder=decoder, n_images=len(ids),
         out_record=out_record, decided_by=[manifest_file, *boxes_files],
         settings={"code": code, "resamples": resamples, "seed": seed, "decoder": decoder, "setting": setting},
-        open_dataset=lambda: open_box_dataset(spec), score=score,
+        open_dataset=lambda: open_dataset(spec), score=score,
     )
     value = record["measures"][0]["value"]
     log.info("%s on %s, %s: CorLoc %.2f (%d images)", scoring.checkpoint, scoring.dataset, decoder, value, len(ids))

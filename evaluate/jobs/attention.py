@@ -9,23 +9,17 @@ from typing import Any
 
 def attention_shard(smk: Any) -> None:
     """The per-image attention entropy and spread of one checkpoint on one shard, from its decoded 224-px inputs."""
-    checkpoint_file = Path(smk.input.checkpoint)
-    manifest_file = Path(smk.input.manifest)
-    inputs_record = Path(smk.input.inputs)
-    shard = str(smk.wildcards.shard)
-    images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
-    which: str = smk.params.which
-    position_rule: str | None = smk.params.position_rule  # None: the architecture's default
-    features: dict = smk.params.features
+    checkpoint: dict = dict(smk.params.checkpoint)
+    spec: dict = dict(smk.params.dataset)
+    features: dict = dict(smk.params.features)
     workers = int(smk.params.run_time.workers)  # run-time: changing features.workers re-runs nothing
-    out = Path(smk.output.shard)
 
     from evaluate.attention.shards import read_attention_shard
 
-    read_attention_shard(checkpoint_file=checkpoint_file, which=which, position_rule=position_rule, images=images,
-                         annotations=annotations, manifest_file=manifest_file, shard=shard,
-                         inputs_record=inputs_record, out=out, batch_size=int(features["batch_size"]),
-                         device=str(features["device"]), workers=workers)
+    read_attention_shard(checkpoint=checkpoint, checkpoint_file=Path(smk.input.checkpoint), spec=spec,
+                         manifest_file=Path(smk.input.manifest), shard=str(smk.wildcards.shard),
+                         inputs_record=Path(smk.input.inputs), out=Path(smk.output.shard), features=features,
+                         workers=workers)
 
 
 def attention_record(smk: Any) -> None:
@@ -46,18 +40,14 @@ def attention_record(smk: Any) -> None:
 
 def attention_rows(smk: Any) -> None:
     """One image's last-block attention rows of the query patch `figures.attention_patch`, per head."""
-    checkpoint_file = Path(smk.input.checkpoint)
-    manifest_file = Path(smk.input.manifest)
-    images, annotations = str(smk.params.dataset["images"]), str(smk.params.dataset["annotations"])
-    which: str = smk.params.which
-    position_rule: str | None = smk.params.position_rule
+    checkpoint: dict = dict(smk.params.checkpoint)
+    spec: dict = dict(smk.params.dataset)
+    features: dict = dict(smk.params.features)
     image_id = smk.params.image
     patch = smk.params.patch  # None: the centre patch of each network's own grid
-    out = Path(smk.output.rows)
 
     from evaluate.attention.shards import write_attention_rows
 
-    write_attention_rows(checkpoint_file=checkpoint_file, which=which, position_rule=position_rule, images=images,
-                         annotations=annotations, manifest_file=manifest_file,
-                         image_id=None if image_id is None else int(image_id),
-                         patch=None if patch is None else int(patch), out=out)
+    write_attention_rows(checkpoint=checkpoint, checkpoint_file=Path(smk.input.checkpoint), spec=spec,
+                         manifest_file=Path(smk.input.manifest), image_id=None if image_id is None else int(image_id),
+                         patch=None if patch is None else int(patch), out=Path(smk.output.rows), features=features)

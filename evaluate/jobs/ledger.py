@@ -63,15 +63,10 @@ def figures(smk: Any) -> None:
                            gallery_images=int(figure_config["gallery_images"]), resamples=resamples, seed=seed,
                            truth=truth, attention_rows=dict(zip(checkpoints, attention_rows)), video=video)
     from evaluate.ledger.records import read_records
-    from evaluate.outputs.discovery_figures import discovery_figures
+    from evaluate.outputs.record_figures import record_figures
     from evaluate.plumbing.paths import RECORDS_IN_LEDGER
 
-    from evaluate.outputs.saliency_figures import saliency_figures
-
-    records = read_records(ledger_dir / RECORDS_IN_LEDGER)
-    files += discovery_figures(records, out, overlay_images=int(figure_config["overlay_images"]),
-                               gallery_images=int(figure_config["gallery_images"]))
-    files += saliency_figures(records, out, overlay_images=int(figure_config["overlay_images"]))
+    files += record_figures(read_records(ledger_dir / RECORDS_IN_LEDGER), out, figure_config)
     if masks:
         import numpy as np
 
@@ -82,7 +77,7 @@ def figures(smk: Any) -> None:
             image_id, vector = int(saved["image_id"]), saved["vector"]
             # keys480's input side; a map written before the side was recorded is the seed's (ViT-S/16: 480)
             side = int(saved["keys480_side"]) if "keys480_side" in saved.files else None
-        image_path = Path(dataset["images"]) / manifest["files"][manifest["image_ids"].index(image_id)]
+        image_path = Path(dataset["images"]) / manifest["names"][manifest["image_ids"].index(image_id)]
         figure = out / f"eigenvector_{dataset['name']}_{image_id}.png"
         eigenvector_figure(image_path, vector, figure, title=f"{reference}, image {image_id}",
                            **({} if side is None else {"side": side}))

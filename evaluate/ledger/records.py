@@ -22,6 +22,7 @@ from typing import Any
 
 from evaluate.plumbing.atomic import plain_json, write_json
 from evaluate.ledger import LedgerError
+from evaluate.scores import catalogue
 from evaluate.scores.measures import MEASURE_FIELDS, REDUCERS
 from evaluate.plumbing.paths import RECORD_IN_LEDGER
 from evaluate.plumbing.provenance import code_version as _code_version
@@ -85,12 +86,17 @@ def _check_record(record: dict, where: str) -> None:
 def write_record(path: str | os.PathLike, record: dict, *, replace: bool = False) -> str:
     """Write `record` (plus its `record_sha256`) as canonical JSON to `path` atomically; return the hash.
 
-    An existing identical record is left alone. An existing different record is refused (LedgerError) unless
+    Every measure must have an entry in the measure catalogue (`evaluate.scores.catalogue`). An existing identical
+    record is left alone. An existing different record is refused (LedgerError) unless
     `replace` is true and it belongs to the same job (same kind, checkpoint, dataset and role).
     """
     path = Path(path)
     body = _plain({k: v for k, v in record.items() if k != "record_sha256"})
     _check_record(body, str(path))
+    unknown = [m["measure"] for m in body["measures"] if not catalogue.known(m["measure"])]
+    if unknown:  # a record read back may be older than today's catalogue; a new one speaks its language
+        raise LedgerError(f"{path}: measure(s) {', '.join(unknown)} not in the measure catalogue "
+                          "(evaluate/scores/catalogue.py): add each measure's entry there")
     digest = sha256_json(body)
     full = dict(body, record_sha256=digest)
     if path.exists():
@@ -170,6 +176,8 @@ def make_record(
     dataset: str,
     role: str,
     setting: str,
+    reading: str,
+    decoder: str | None,
     config_hash: str,
     opening_row_sha256: str,
     measures: list[dict],
@@ -178,13 +186,16 @@ def make_record(
     **extra: Any,
 ) -> dict:
     """A record dict for `write_record`: fills code_version, torch_version, times (ISO 8601 UTC), wall_s and
-    max_rss_mb. `started`/`finished` are `time.time()` values; `finished` defaults to now. `extra`: further
-    record-level fields (the architecture fields, ARCHITECTURE_FIELDS, which records before them lack)."""
+    max_rss_mb. `started`/`finished` are `time.time()` values; `finished` defaults to now. reading, decoder: what made
+    its numbers (the reading the network gave, e.g. keys480 or keys-native, and the decoder that turned it into
+    predictions, e.g. ncut, lost, tokencut; None where nothing decodes it, as for the attention spread), so a row of
+    scores.csv says which without the settings' shapes. `extra`: further record-level fields (the architecture
+    fields, ARCHITECTURE_FIELDS, which records before them lack)."""
     finished = time.time() if finished is None else finished
     return _plain({
         "kind": kind, "checkpoint": checkpoint, "run": run, "epoch": epoch,
         "checkpoint_sha256": checkpoint_sha256, **extra, "dataset": dataset, "role": role, "setting": setting,
-        "code_version": _code_version(), "config_hash": config_hash, "torch_version": _torch_version(),
+        "reading": reading, "decoder": decoder, "code_version": _code_version(), "config_hash": config_hash, "torch_version": _torch_version(),
         "started": iso_time(started), "finished": iso_time(finished), "wall_s": round(finished - started, 3),
         "max_rss_mb": max_rss_mb(), "opening_row_sha256": opening_row_sha256, "measures": measures,
     })

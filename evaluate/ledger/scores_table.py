@@ -1,6 +1,7 @@
 """`results/ledger/scores.csv` (and `scores.parquet`): one row per measure of every record, rebuilt, never edited.
 
-docs/design.md §7.
+docs/design.md §7. Every row names the reading and the decoder that made it (empty for a record written before
+records named them).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from evaluate.ledger.records import read_records
 from evaluate.networks import IDENTITY_FIELDS
 
 SCORE_COLUMNS = (
-    "checkpoint", "run", "epoch", "checkpoint_sha256", *IDENTITY_FIELDS, "precision", "dataset", "role", "measure", "setting", "value", "ci_low", "ci_high", "n_images", "n_left_out", "code_version", "config_hash", "torch_version", "started",
-    "finished", "wall_s", "max_rss_mb",
+    "checkpoint", "run", "epoch", "checkpoint_sha256", *IDENTITY_FIELDS, "precision", "dataset", "role", "measure",
+    "setting", "reading", "decoder", "value", "ci_low", "ci_high", "n_images", "n_left_out", "code_version",
+    "config_hash", "torch_version", "started", "finished", "wall_s", "max_rss_mb",
 )
 
 

@@ -98,14 +98,15 @@ class Scored:
     result: Any = None
 
 
-def score_on_record(scoring: Scoring, *, kind: str, role: str, purpose: str, setting: str, n_images: int,
-                    out_record: str | os.PathLike, decided_by: Iterable[str | os.PathLike], settings: dict,
-                    open_dataset: Callable[[], Any], score: Callable[[Any], Scored],
-                    chooses_setting: bool = False) -> tuple[dict, Any]:
+def score_on_record(scoring: Scoring, *, kind: str, role: str, purpose: str, setting: str, reading: str,
+                    decoder: str | None, n_images: int, out_record: str | os.PathLike,
+                    decided_by: Iterable[str | os.PathLike], settings: dict, open_dataset: Callable[[], Any],
+                    score: Callable[[Any], Scored], chooses_setting: bool = False) -> tuple[dict, Any]:
     """Score on the record: reuse the kept record of the same inputs, code and settings, or open the data set's
     labels once, run `score(dataset)`, write the record (`kind`, `role`) with the opening's row hash and keep it.
     Returns (the record, its result: what its opening row hashes).
 
+    reading, decoder: what made the record's numbers (`evaluate.ledger.records.make_record`).
     setting: the opening row's setting, and the record's unless `chooses_setting` (then `score` returns it): a
       scoring that chooses its setting (the selection) keeps its result beside its record, which holds only the
       chosen setting's measure.
@@ -124,7 +125,8 @@ def score_on_record(scoring: Scoring, *, kind: str, role: str, purpose: str, set
     started = time.time()
     identity = record_identity(scoring, role)
     values = {**{k: v for k, v in identity.items() if k != "config_hash"}, "kind": kind, "setting": setting,
-              "purpose": purpose, "n_images": int(n_images), "settings": settings}
+              "reading": reading, "decoder": decoder, "purpose": purpose, "n_images": int(n_images),
+              "settings": settings}
     key = reuse_key(decided_by, values)
     expected = {k: values[k] for k in ("kind", "checkpoint", "dataset", "role", "setting")}
     if chooses_setting:  # its record names the setting it chose, not the opening's
@@ -141,8 +143,8 @@ def score_on_record(scoring: Scoring, *, kind: str, role: str, purpose: str, set
         scored = score(dataset)
         result = scored.measures if scored.result is None else scored.result
         labels.result_sha256 = sha256_json(result)
-    record = make_record(kind=kind, setting=scored.setting if chooses_setting else setting,
-                         opening_row_sha256=labels.row_sha256, measures=scored.measures, started=started, **identity)
+    record = make_record(kind=kind, setting=scored.setting if chooses_setting else setting, reading=reading,
+                         decoder=decoder, opening_row_sha256=labels.row_sha256, measures=scored.measures, started=started, **identity)
     record = {**record, **scored.fields}
     write_record(out_record, record, replace=True)
     keep_scoring(key, out_record, scored.result)

@@ -456,7 +456,7 @@ def convert_checkpoint(state: Mapping[str, Any], fmt: str, which: str,
 # ----------------------------------------------------------------------------------------------------- loading
 
 
-def load_backbone(path: str | os.PathLike, which: str, form: str = "backbone",
+def load_backbone(path: str | os.PathLike, which: str, form: str,
                   position_rule: str | None = None) -> LoadedCheckpoint:
     """Read `path`, detect its format and architecture, convert and strictly load the network in `form` (eval mode,
     CPU, float32; BatchNorm with the file's running statistics). What was left out is logged.

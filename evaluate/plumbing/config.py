@@ -5,6 +5,8 @@ experiment in its code hash.
 
 - Names of checkpoints and data sets become folder names under `results/`; they must match `[A-Za-z0-9._-]+` and
   may not be `.` or `..`.
+- A data set is an entry of a config section (`DataSet`): where it lives (its kind's fields), its roles, its seal and
+  budget; the table of every section's entries is built with the data-set kinds (`evaluate.experiment`).
 - A checkpoint is named explicitly (name -> path, run, epoch) or discovered by a glob pattern whose `{run}` and
   `{epoch}` fields are read from each matching path (name: `{run}-ep{epoch:04d}`, or `{prefix}{run}-ep…` with a
   prefix).
@@ -46,85 +48,43 @@ class Checkpoint:
     demo: dict | None
     position_rule: str | None = None  # None: the architecture's default for the file (docs/design.md §11)
 
+    @property
+    def params(self) -> dict[str, Any]:
+        """What its jobs are handed, the one way a checkpoint travels to them: name, path, run, epoch, which network
+        and position rule."""
+        return {"name": self.name, "path": self.path, "run": self.run, "epoch": self.epoch, "which": self.which,
+                "position_rule": self.position_rule}
+
 
 @dataclass(frozen=True)
-class Dataset:
-    """A data set of the experiment (config `datasets.<name>`); `budget` None: unlimited; `demo`: the demo scenes
-    to draw, or None; `probe`: scored by the probe when it is an eval data set."""
+class DataSet:
+    """A data set of the experiment: an entry `name` of config section `section` (`datasets:`, `videos:`,
+    `discovery:`, `saliency:`, ...), of kind `kind` (`evaluate.datasets.kinds.KINDS`), opened by `opener` and drawn
+    for the demo by `demo_writer` (each "module:callable").
+
+    fields: the entry's own fields that say where it lives and how it is read (its kind's `fields`: paths, split,
+    benchmark, ...; absent ones None); roles: `select`, `eval`, `probe-train` (a `datasets:` entry says; every other
+    section's are `eval`); probe: whether the probe scores it, as an eval set (`datasets:` only); sealed, budget
+    (None: unlimited); demo: the demo drawing's values, or None. `spec` is what the jobs are handed: the name,
+    section, kind and fields, so a job opens the data set without the config (and a change to anything else of the
+    entry, a role or a budget, re-runs none of them).
+    """
 
     name: str
-    images: str
-    annotations: str
+    section: str
+    kind: str
+    opener: str
+    fields: dict[str, Any]
     roles: tuple[str, ...]
     sealed: bool
     budget: int | None
     demo: dict | None
-    probe: bool
+    demo_writer: str = ""
+    probe: bool = False
 
-
-@dataclass(frozen=True)
-class VideoDataset:
-    """A video data set of the experiment (config `videos.<name>`, DAVIS's layout under `root`); its role is `eval`;
-    `budget` None: unlimited; `demo`: the demo sequences to draw, or None."""
-
-    name: str
-    root: str
-    resolution: str
-    sequences_file: str | None
-    sealed: bool
-    budget: int | None
-    demo: dict | None
-
-    roles = ("eval",)
-
-
-@dataclass
-class DiscoveryDataset:
-    """An object-discovery data set (config `discovery.<name>`, docs/design.md §12): kind `voc` (root, split) or
-    `coco-boxes` (images, annotations, image_list); `benchmark` (voc07, voc12, coco20k) or None; its role is
-    `eval`; `budget` None: unlimited; `demo`: the demo's VOC-layout drawing, or None. `spec()`: what the jobs read."""
-
-    name: str
-    kind: str
-    root: str | None
-    split: str
-    images: str | None
-    annotations: str | None
-    image_list: str | None
-    benchmark: str | None
-    sealed: bool
-    budget: int | None
-    demo: dict | None
-
-    roles = ("eval",)
-
+    @property
     def spec(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "root": self.root, "split": self.split, "images": self.images,
-                "annotations": self.annotations, "image_list": self.image_list, "benchmark": self.benchmark}
-
-
-@dataclass(frozen=True)
-class SaliencyDataset:
-    """A saliency data set (config `saliency.<name>`, docs/design.md §16): its `root` in one of the published
-    downloads' layouts, or its `images` and `masks` folders; `benchmark` (ecssd, duts-te, dut-omron) or None;
-    `bilateral`: the solver's "+ BS" measures too; its role is `eval`; `budget` None: unlimited; `demo`: the demo's
-    drawing, or None. `spec()`: what the jobs read."""
-
-    name: str
-    root: str | None
-    images: str | None
-    masks: str | None
-    benchmark: str | None
-    bilateral: bool
-    sealed: bool
-    budget: int | None
-    demo: dict | None
-
-    roles = ("eval",)
-
-    def spec(self) -> dict[str, Any]:
-        return {"name": self.name, "root": self.root, "images": self.images, "masks": self.masks,
-                "benchmark": self.benchmark, "bilateral": self.bilateral}
+        return {"name": self.name, "section": self.section, "kind": self.kind, "opener": self.opener, **self.fields}
 
 
 @dataclass(frozen=True)
@@ -211,102 +171,10 @@ def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
     return table
 
 
-def dataset_table(config: dict[str, Any]) -> dict[str, Dataset]:
-    """All data sets of the experiment, by name."""
-    table = {}
-    for name, entry in config["datasets"].items():
-        check_name(name, "datasets:")
-        roles = tuple(entry["roles"])
-        for role in roles:
-            if role not in ROLES:
-                raise ConfigError(f"config.yaml: datasets.{name}.roles: unknown role {role!r} "
-                                  f"(known: {', '.join(ROLES)})")
-        sealed, budget = _seal(entry, f"datasets.{name}")
-        table[name] = Dataset(
-            name=name,
-            images=str(entry["images"]),
-            annotations=str(entry["annotations"]),
-            roles=roles,
-            sealed=sealed,
-            budget=budget,
-            demo=entry.get("demo"),
-            probe=bool(entry["probe"]),
-        )
-    return table
-
-
-def _seal(entry: dict[str, Any], where: str) -> tuple[bool, int | None]:
+def seal_of(entry: dict[str, Any], where: str) -> tuple[bool, int | None]:
     """A data set's seal and budget (None: unlimited); a sealed one without a budget is an error naming `where`."""
     sealed = bool(entry["sealed"])
     budget = entry.get("budget")
     if sealed and budget is None:
         raise ConfigError(f"config.yaml: {where} is sealed but has no 'budget' (how often its labels may be opened)")
     return sealed, None if budget is None else int(budget)
-
-
-def video_table(config: dict[str, Any]) -> dict[str, VideoDataset]:
-    """All video data sets of the experiment, by name; a name that is also an image data set's is an error (the
-    ledger counts openings, and so budgets, by data-set name)."""
-    table = {}
-    for name, entry in config["videos"].items():
-        check_name(name, "videos:")
-        if name in config["datasets"]:
-            raise ConfigError(f"config.yaml: videos.{name}: the name is also a data set's under 'datasets:'; data "
-                              "sets share one ledger, so give the video data set another name")
-        sealed, budget = _seal(entry, f"videos.{name}")
-        table[name] = VideoDataset(
-            name=name,
-            root=str(entry["root"]),
-            resolution=str(entry["resolution"]),
-            sequences_file=None if entry.get("sequences_file") is None else str(entry["sequences_file"]),
-            sealed=sealed,
-            budget=budget,
-            demo=entry.get("demo"),
-        )
-    return table
-
-
-DISCOVERY_FIELDS = {"voc": ("root",), "coco-boxes": ("images", "annotations")}
-
-
-def discovery_table(config: dict[str, Any]) -> dict[str, DiscoveryDataset]:
-    """All object-discovery data sets, by name; a name shared with an image or video data set is an error (one
-    ledger counts openings by data-set name), and so is a kind's missing field."""
-    table = {}
-    for name, entry in config.get("discovery", {}).items():
-        check_name(name, "discovery:")
-        if name in config["datasets"] or name in config.get("videos", {}):
-            raise ConfigError(f"config.yaml: discovery.{name}: the name is also a data set's under 'datasets:' or "
-                              "'videos:'; data sets share one ledger, so give it another name")
-        kind = entry["kind"]
-        missing = [key for key in DISCOVERY_FIELDS[kind] if not entry.get(key)]
-        if missing:
-            raise ConfigError(f"config.yaml: discovery.{name}: kind {kind} needs {', '.join(missing)}")
-        sealed, budget = _seal(entry, f"discovery.{name}")
-        table[name] = DiscoveryDataset(
-            name=name, kind=kind, root=entry.get("root"), split=str(entry["split"]), images=entry.get("images"),
-            annotations=entry.get("annotations"), image_list=entry.get("image_list"),
-            benchmark=entry.get("benchmark"), sealed=sealed, budget=budget, demo=entry.get("demo"))
-    return table
-
-
-def saliency_table(config: dict[str, Any]) -> dict[str, SaliencyDataset]:
-    """All saliency data sets, by name; a name shared with another data set is an error (one ledger counts openings
-    by data-set name), and so is a set given both or neither of its root and its two folders."""
-    table = {}
-    others = [*config["datasets"], *config.get("videos", {}), *config.get("discovery", {})]
-    for name, entry in config.get("saliency", {}).items():
-        check_name(name, "saliency:")
-        if name in others:
-            raise ConfigError(f"config.yaml: saliency.{name}: the name is also a data set's under 'datasets:', "
-                              "'videos:' or 'discovery:'; data sets share one ledger, so give it another name")
-        folders = [key for key in ("images", "masks") if entry.get(key)]
-        if bool(entry.get("root")) == bool(folders) or len(folders) == 1:
-            raise ConfigError(f"config.yaml: saliency.{name}: give its root (the folder a download unpacks to) or "
-                              "both its images and masks folders")
-        sealed, budget = _seal(entry, f"saliency.{name}")
-        table[name] = SaliencyDataset(
-            name=name, root=entry.get("root"), images=entry.get("images"), masks=entry.get("masks"),
-            benchmark=entry.get("benchmark"), bilateral=bool(entry["bilateral"]), sealed=sealed, budget=budget,
-            demo=entry.get("demo"))
-    return table

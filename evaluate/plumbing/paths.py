@@ -8,7 +8,7 @@ from __future__ import annotations
 
 RESULTS = "results"
 
-# data sets and their manifests (sorted image ids cut into shards)
+# data sets and their manifests (every kind's: its images or sequences, the labels' identity, the shards), one each
 MANIFEST = f"{RESULTS}/datasets/{{dataset}}/manifest.json"
 
 # stage 2: a shard's images decoded once (uint8, both readings; the folder may be dropped, the record stays), then
@@ -21,19 +21,15 @@ TOKENS224 = f"{SHARD}/tokens224.npy"
 IMAGE_IDS = f"{SHARD}/image_ids.json"
 FEATURES_META = f"{SHARD}/meta.json"
 
-# object discovery (docs/design.md §12): its manifest, keys-native shards, each shard's boxes
-DISCOVERY_MANIFEST = f"{RESULTS}/datasets/{{dataset}}/boxes.json"
+# object discovery (docs/design.md §12): keys-native shards, each shard's boxes
 NATIVE_KEYS = f"{SHARD}/keys-native.npy"
 NATIVE_INDEX = f"{SHARD}/native.json"
 DISCOVERY_BOXES = f"{RESULTS}/discovery/{{checkpoint}}/{{dataset}}/{{shard}}.json"
-DEMO_DISCOVERY = f"{RESULTS}/demo/discovery/{{dataset}}"
 
-# saliency (docs/design.md §16): its manifest, each checkpoint's reading of a shard (the decoder's grid masks and
-# the solver's vertex values) and what that reading ran
-SALIENCY_MANIFEST = f"{RESULTS}/datasets/{{dataset}}/saliency.json"
+# saliency (docs/design.md §16): each checkpoint's reading of a shard (the decoder's grid masks and the solver's
+# vertex values) and what that reading ran
 SALIENCY_READING = f"{RESULTS}/saliency/{{checkpoint}}/{{dataset}}/{{shard}}.npz"
 SALIENCY_META = f"{RESULTS}/saliency/{{checkpoint}}/{{dataset}}/{{shard}}.json"
-DEMO_SALIENCY = f"{RESULTS}/demo/saliency/{{dataset}}"
 
 # stage 3: the decoder
 DECODER = f"{RESULTS}/decoder"
@@ -48,17 +44,18 @@ EIGENVECTOR = f"{DECODER}/eigenvector/{{checkpoint}}/{{dataset}}.npz"
 PROBE_WEIGHTS = f"{RESULTS}/probe/{{checkpoint}}/probe.safetensors"
 PROBE_TRAINING = f"{RESULTS}/probe/{{checkpoint}}/training.json"
 
-# the video reading (docs/design.md §12): a video data set's sequences (a Snakemake checkpoint), each sequence's
-# propagated masks in DAVIS's results layout (RESULTS_ROOT/<sequence>/<frame>.png) and what its propagation did
-VIDEO_MANIFEST = f"{RESULTS}/datasets/{{dataset}}/sequences.json"
+# the video reading (docs/design.md §12): each sequence's propagated masks in DAVIS's results layout
+# (RESULTS_ROOT/<sequence>/<frame>.png) and what its propagation did
 VIDEO_RESULTS_ROOT = f"{RESULTS}/video/{{checkpoint}}/{{dataset}}"
 VIDEO_RESULTS = f"{VIDEO_RESULTS_ROOT}/{{sequence}}"
 VIDEO_RUN = f"{RESULTS}/video_runs/{{checkpoint}}/{{dataset}}/{{sequence}}.json"
 # the attention-spread reading (label-free, docs/design.md §13): one checkpoint's per-image (block, head) means on one
-# shard, from the shard's decoded 224-px inputs
+# shard, from the shard's decoded 224-px inputs, and the runner's meta beside it
 ATTENTION_SHARD = f"{RESULTS}/attention/{{checkpoint}}/{{dataset}}/{{shard}}.npz"
-# one image's last-block rows of one query patch, per head (the per-patch figure)
+ATTENTION_META = f"{RESULTS}/attention/{{checkpoint}}/{{dataset}}/{{shard}}.json"
+# one image's last-block rows of one query patch, per head (the per-patch figure), and its meta
 ATTENTION_ROWS = f"{RESULTS}/attention-rows/{{checkpoint}}/{{dataset}}.npz"
+ATTENTION_ROWS_META = f"{RESULTS}/attention-rows/{{checkpoint}}/{{dataset}}.json"
 
 # stage 5: the ledger, tables, figures, report
 LEDGER = f"{RESULTS}/ledger"
@@ -84,9 +81,6 @@ TABLES = f"{RESULTS}/tables"
 FIGURES = f"{RESULTS}/figures"
 REPORT = f"{RESULTS}/report.html"
 
-# the embedded demo
+# the embedded demo: seeded checkpoints, and each demo data set drawn in a folder named after its config section
 DEMO_CHECKPOINT = f"{RESULTS}/demo/checkpoints/{{checkpoint}}.pth"
-DEMO_DATASET = f"{RESULTS}/demo/datasets/{{dataset}}"
-DEMO_ANNOTATIONS = f"{DEMO_DATASET}/annotations.json"
-DEMO_IMAGES = f"{DEMO_DATASET}/images"
-DEMO_VIDEO = f"{RESULTS}/demo/videos/{{dataset}}"
+DEMO_DATASET = f"{RESULTS}/demo/{{section}}/{{dataset}}"

@@ -239,6 +239,14 @@ def job_modules(job: str) -> list[Path]:
     return sorted(set(module_closure([*parents, *_project_modules(names)])) | {path})
 
 
+def module_code_hash(module: str) -> str:
+    """`source_hash` of what importing one of the project's modules can execute (`module_closure`): the part of a
+    job's code the job reaches by a name it is handed rather than by an import (a data set's kind)."""
+    if module_file(module) is None:
+        raise ValueError(f"{module!r} is not a module of {', '.join(PACKAGES)}")
+    return source_hash(module_closure([module]))
+
+
 def job_code_hash(job: str, *extra: str | os.PathLike) -> str:
     """`source_hash` of what a rule's job executes (`job_modules`), plus `extra` files (its script adapter)."""
     return source_hash([*extra, *job_modules(job)])

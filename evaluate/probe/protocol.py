@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from evaluate.ledger.scoring import Scoring
 
 log = logging.getLogger("evaluate.probe.protocol")
+READS = "tokens224"  # the reading the probe learns on and is scored on
+DECODER = "linear-probe"  # what its records name as the decoder of that reading
 
 
 def train_probe(scoring: Scoring, *, shard_dirs: Sequence[str | os.PathLike], images: str, annotations: str,
@@ -85,7 +87,8 @@ def score_probe(scoring: Scoring, *, shard_dirs: Sequence[str | os.PathLike], we
                               "class_names": class_names(training["classes"])})
 
     record, _ = score_on_record(
-        scoring, kind="probe", role="eval", purpose="probe-eval", setting=training["setting"],
+        scoring, kind="probe", role="eval", purpose="probe-eval", setting=training["setting"], reading=READS,
+        decoder=DECODER,
         n_images=len(reader.image_ids), out_record=out_record,
         decided_by=[*reader.files(), weights, training_file, manifest_file, annotations],
         settings={"code": code, "resamples": resamples, "seed": seed},

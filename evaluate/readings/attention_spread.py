@@ -25,13 +25,32 @@ to 0 contributes exactly 0, and no logarithm of a rounded weight is taken. Three
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
+from evaluate.plumbing.atomic import atomic_path
 from evaluate.readings import ReadingError
+from evaluate.readings.runner import Reading, Shard
+
+# The reading keeps its definition in both forms: rows over the patch keys of a backbone forward, in float32
+# (docs/design.md §11, §13); it is a property of the weights.
+ATTENTION = Reading("attention", form="backbone", precision="float32")
+log = logging.getLogger("evaluate.readings.attention_spread")
+
+
+class QueryPatchError(ReadingError):
+    """A query patch outside the network's grid (config `figures.attention_patch`)."""
+
+
+ABSENT = ("the network's attention runs across channels, not patches (XCiT): there are no attention rows over "
+          "patches to measure")
 
 
 def row_entropy(weights: Tensor) -> Tensor:
@@ -134,7 +153,7 @@ def query_patch(patch: int | None, n_patches: int, size: tuple[int, int]) -> int
     if patch is None:
         return (gh // 2) * gw + gw // 2
     if isinstance(patch, bool) or int(patch) != patch or not 0 <= patch < n_patches:
-        raise ReadingError(f"patch {patch!r} out of range for {n_patches} patches (the {gh} x {gw} grid of "
+        raise QueryPatchError(f"patch {patch!r} out of range for {n_patches} patches (the {gh} x {gw} grid of "
                              f"{p}-px patches: 0 .. {n_patches - 1})")
     return int(patch)
 
@@ -166,3 +185,54 @@ def attention_rows(model: nn.Module, x: Tensor, patch: int | None, block: int = 
     with torch.inference_mode():
         model.tokens_tapped(x, tap)
     return rows[0]
+
+
+def write_spread(shard: Shard, out: str | os.PathLike, *, inputs_folder: str | os.PathLike, workers: int) -> dict:
+    """The runner's body: the per-image reading of the shard's images, from the shard's decoded 224-px inputs
+    (`inputs_folder`; decoded here, to the same bytes, where `features.keep: false` dropped it), into the .npz `out`:
+    `image_ids` (n,) int64, `entropy` and `spread` (n, blocks, heads) float32; for a network without patch attention
+    (XCiT) the ids alone. Returns what the meta says of it (`patch_attention`: whether the reading exists)."""
+    from evaluate.pixels.images import normalise_pixels
+    from evaluate.readings.inputs import open_shard_inputs
+
+    arrays: dict[str, np.ndarray] = {"image_ids": np.asarray(shard.units, np.int64)}
+    if gives_attention_spread(shard.model):
+        inputs = open_shard_inputs(Path(inputs_folder), shard.units,
+                                   annotations_sha256=shard.manifest["annotations_sha256"],
+                                   open_dataset=lambda: shard.dataset, workers=workers)
+        entropy, spread, done = [], [], 0
+        with torch.inference_mode():
+            for ids, _, pixels224 in inputs.batches(int(shard.features["batch_size"])):
+                _, reading = tokens_and_spread(shard.model, normalise_pixels(pixels224).to(shard.device))
+                entropy.append(reading.entropy.cpu().numpy())
+                spread.append(reading.spread.cpu().numpy())
+                done += len(ids)
+                log.info("attention of %d / %d images", done, len(shard.units))
+        arrays["entropy"] = np.concatenate(entropy).astype(np.float32)
+        arrays["spread"] = np.concatenate(spread).astype(np.float32)
+    else:
+        log.info("%s: %s", shard.loaded.path, ABSENT)
+    with atomic_path(out) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
+    return {"n_images": len(shard.units), "patch_attention": "entropy" in arrays}
+
+
+def write_rows(shard: Shard, out: str | os.PathLike, *, patch: int | None) -> dict:
+    """The runner's body for the per-patch figure: the shard's one image's last-block attention rows of one query
+    patch, per head, into the .npz `out`: `image_id`, `patch` (the index used), `rows` (heads, N) float32 summing to
+    1 per head, `pixels224` (224, 224, 3) uint8; no `rows` for XCiT. patch: the query's index in the network's
+    g x g grid at 224 px, row by row; None, the grid's centre patch (`query_patch`)."""
+    from evaluate.pixels.images import normalise_pixels
+    from evaluate.readings.inputs import decode_pixels
+
+    (image_id,) = shard.units
+    _, pixels224 = decode_pixels(shard.dataset, image_id)
+    arrays = {"image_id": np.int64(image_id), "patch": np.int64(-1 if patch is None else patch),
+              "pixels224": pixels224}
+    if gives_attention_spread(shard.model):
+        rows = attention_rows(shard.model, normalise_pixels(pixels224[None]).to(shard.device), patch)
+        arrays["rows"] = rows[0].cpu().numpy().astype(np.float32)
+        arrays["patch"] = np.int64(query_patch(patch, rows.shape[-1], pixels224.shape[:2]))
+    with atomic_path(out) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
+    return {"image_id": int(image_id), "patch_attention": "rows" in arrays}

@@ -1,4 +1,9 @@
-"""Feature shards (docs/design.md §3): both readings of a data set's images, stored per shard, read back as one array.
+"""The readings keys480 and tokens224 (docs/design.md §3), taken together (`KEYS_TOKENS`): both of a data set's
+images, stored per shard, read back as one array.
+
+Geometry: keys480 is the whole image resized to s x s, s = p * round(480 / p) (480 for p 8 and 16, 476 for p 14),
+the (s / p)^2 keys of the last block; tokens224 the 224 x 224 centre crop, the last block's (224 / p)^2 output
+tokens (`evaluate.pixels.geometry`). The form is the config's `features.form` (the reading fixes none).
 
 A shard folder holds (N480, N224 patches and width D from the network's geometry,
 `evaluate.pixels.geometry.Geometry`: (900, 196, 384) for the seed's ViT-S/16)
@@ -33,16 +38,17 @@ import numpy as np
 from numpy.lib.format import open_memmap, read_array_header_1_0, read_array_header_2_0, read_magic
 from tqdm import tqdm
 
-from evaluate.readings import ReadingError
 from evaluate.networks import REFERENCE_PRECISION, SEED_NETWORK
-from evaluate.plumbing.atomic import atomic_path, write_json
-from evaluate.pixels.images import TRANSFORMS
 from evaluate.pixels.geometry import KINDS, Geometry
-from evaluate.plumbing.provenance import code_version, library_versions
+from evaluate.pixels.images import TRANSFORMS
+from evaluate.plumbing.atomic import atomic_path, write_json
+from evaluate.readings import ReadingError
+from evaluate.readings.runner import Reading, network_identity, write_meta
 
 if TYPE_CHECKING:  # torch is imported by the functions that run a network: a job that only reads shards or lists
     import torch  # a shard's images does not pay the seconds its import costs
 
+KEYS_TOKENS = Reading("keys480+tokens224")
 DTYPES = ("float16", "float32")
 # the network's arithmetic (`features.precision`; the schema holds the default): float32 as it is, the others under
 # torch.autocast with the torch dtype of that name
@@ -94,16 +100,43 @@ def extract_inputs(
     precision: str,
     meta: dict | None = None,
 ) -> Path:
-    """Run `model` on a shard's inputs and write one complete shard to `out_dir`; returns `out_dir`.
+    """Run `model` on a shard's inputs and write one complete shard to `out_dir` (`write_features`, then its
+    meta.json by the runner's `write_meta`: `meta`, the network's form and geometry, device and precision, what the
+    arrays are, code and library versions); returns `out_dir`.
+
+    meta: what the caller knows (e.g. checkpoint_sha256, checkpoint_format, checkpoint path, manifest_sha256,
+    shard name). The workflow's extract job reads through `evaluate.readings.runner.run_reading` instead, which
+    loads the network and says the same of it.
+    """
+    identity = {**(meta or {}), "reading": KEYS_TOKENS.name, **network_identity(model), "device": str(device),
+                "precision": precision}
+    write_meta(Path(out_dir) / META, lambda: write_features(model, inputs, out_dir, batch_size=batch_size, dtype=dtype,
+                                                            device=device, threads=threads, precision=precision),
+               identity=identity)
+    return Path(out_dir)
+
+
+def write_features(
+    model: torch.nn.Module,
+    inputs: Any,
+    out_dir: str | os.PathLike,
+    *,
+    batch_size: int,
+    dtype: str,
+    device: str = "cpu",
+    threads: int | None = None,
+    precision: str,
+) -> dict:
+    """The arrays of one shard: run `model` on its inputs into keys480.npy, tokens224.npy and image_ids.json in
+    `out_dir`, each atomically; returns what meta.json says of them (counts, dtype, shapes, transforms, the labels'
+    identity the inputs were decoded under, threads, batch size).
 
     model: a network with `geometry` (`Geometry`), `form`, `last_keys(x)` and `tokens(x)` ((B, 3, H, W) float32 ->
       (B, N, D) float32, patch rows only).
     inputs: an `evaluate.readings.inputs.StoredInputs` (decoded once per data set) or `DecodedInputs` (decoded here):
       `.image_ids`, `.annotations_sha256` and `.batches(batch_size)` of uint8 pixels.
-    meta: what the caller knows (e.g. checkpoint_sha256, checkpoint_format, checkpoint path, manifest_sha256,
-      shard name); recorded in meta.json together with the transforms, code version, library versions and dtype.
     precision: the network's arithmetic (`network_precision`): "float32" (the reference), "bfloat16" (autocast, CPU
-      and CUDA) or "float16" (autocast, CUDA only); recorded in meta.json. Independent of `dtype`, the stored one.
+      and CUDA) or "float16" (autocast, CUDA only). Independent of `dtype`, the stored one.
     Row i of both arrays is inputs.image_ids[i]. The next batch is read and normalised in a background thread
     while the network runs (on CUDA: pinned, copied without blocking); at most three batches are held at a time.
     """
@@ -117,9 +150,6 @@ def extract_inputs(
         raise FeatureError(f"batch_size must be at least 1, got {batch_size!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    # An old meta.json would vouch for the files about to be replaced: remove it before anything else.
-    with contextlib.suppress(FileNotFoundError):
-        (out / META).unlink()
     # An earlier attempt killed halfway (SIGKILL, power loss) cannot clean up its temporary files; only one job
     # writes a shard folder, so any `.tmp-*` here now is stale and would otherwise stay forever.
     for stale in out.glob(".tmp-*"):
@@ -177,26 +207,15 @@ def extract_inputs(
         arrays.clear()  # unmap before the renames
 
     write_json(out / IDS, ids)
-    record = dict(meta or {})
-    record.update(
-        {
-            "n_images": n,
-            "dtype": dtype,
-            "shapes": {kind: [n, *shape] for kind, shape in kinds.items()},
-            "form": model.form,
-            **model.geometry.as_meta(),
-            "transforms": TRANSFORMS,
-            "annotations_sha256": getattr(inputs, "annotations_sha256", None),
-            "code_version": code_version(),
-            "library_versions": library_versions(),
-            "device": str(device),
-            "precision": precision,
-            "torch_threads": torch.get_num_threads(),
-            "batch_size": batch_size,
-        }
-    )
-    write_json(out / META, record)  # last: its presence marks a complete shard
-    return out
+    return {
+        "n_images": n,
+        "dtype": dtype,
+        "shapes": {kind: [n, *shape] for kind, shape in kinds.items()},
+        "transforms": TRANSFORMS,
+        "annotations_sha256": getattr(inputs, "annotations_sha256", None),
+        "torch_threads": torch.get_num_threads(),
+        "batch_size": batch_size,
+    }
 
 
 def network_precision(precision: str, device: str) -> contextlib.AbstractContextManager:
@@ -393,28 +412,6 @@ class FeatureReader:
         process, so a pass over a data set holds one shard's pages, however many shards it has."""
         for shard, ids in enumerate(self._ids):
             yield list(ids), self._open(shard, kind)
-
-
-def resolve_device(device: str) -> str:
-    """config `features.device` -> a torch device: `auto` is "cuda" where a CUDA device is present, else "cpu"."""
-    import torch  # noqa: PLC0415 (see the module's imports)
-
-    from evaluate import ConfigError
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"config.yaml: features.device is {device!r} but no CUDA device is available here")
-    return device
-
-
-def shard_image_ids(manifest: dict, shard: str, manifest_path: str | os.PathLike) -> list[int]:
-    """The image ids of shard `shard` ("000", "001", ...) of a data set's manifest."""
-    index = int(shard)
-    if index >= len(manifest["shards"]):
-        raise FeatureError(f"{manifest_path}: shard {index:03d} does not exist (the manifest has "
-                           f"{len(manifest['shards'])} shards); re-run the workflow so the shard list is re-read")
-    return [int(i) for i in manifest["shards"][index]]
 
 
 def read_shard_keys(keys_path: str | os.PathLike, ids_path: str | os.PathLike) -> tuple[list[int], np.ndarray]:

@@ -1,4 +1,5 @@
-"""The video reading `frames480` and PIL's nearest-neighbour resampling of label maps (docs/design.md §12).
+"""The video reading `frames480` (`FRAMES480`: the config's form, float32) and PIL's nearest-neighbour resampling of
+label maps (docs/design.md §12). The label propagation that reads it through the one runner is `evaluate.video`.
 
 - `frames480_size(width, height, short, geometry)`: the network's rule (`Geometry.frames480_size`, docs/design.md
   §11). For p 8 and 16 the short side becomes `short` (the setting `height`, 480 by default, a multiple of 16) and
@@ -28,10 +29,13 @@ from PIL import Image
 
 from evaluate.pixels.geometry import FRAMES_LONG_MULTIPLE, SEED, Geometry
 from evaluate.pixels.images import normalise_pixels, normalised_levels
+from evaluate.readings.runner import Reading
 
 if TYPE_CHECKING:  # torch is imported where a frame is resized: the workflow's own process checks `check_height`
     import torch
 
+# the video protocol runs the network in the config's form, in float32 whatever features.precision says
+FRAMES480 = Reading("frames480", precision="float32")
 VIDEO_MEAN = (0.485, 0.456, 0.406)  # DINO's eval_video_segmentation.py `color_normalize`
 VIDEO_STD = (0.228, 0.224, 0.225)  # ImageNet says 0.229 for red; DINO's 0.228 is kept, so numbers compare
 VIDEO_LEVELS = normalised_levels(VIDEO_MEAN, VIDEO_STD)

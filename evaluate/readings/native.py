@@ -16,7 +16,6 @@ A shard folder (`results/features/{checkpoint}/{dataset}/{shard}/`) holds
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from pathlib import Path
@@ -25,15 +24,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from evaluate.plumbing.atomic import atomic_path, read_json, write_json
-from evaluate.plumbing.provenance import code_version, library_versions
-from evaluate.readings.features import DTYPES, FeatureError, network_precision
 from evaluate.pixels.images import normalise
+from evaluate.plumbing.atomic import atomic_path, read_json, write_json
+from evaluate.readings.features import DTYPES, FeatureError, network_precision
+from evaluate.readings.runner import Reading, network_identity, write_meta
 
 KEYS = "keys-native.npy"
 INDEX = "native.json"
 META = "meta.json"
-FORM = "released"  # the published protocols run the network as its authors release it
+KEYS_NATIVE = Reading("keys-native", form="released")  # the published protocols run the network as released
 TRANSFORM = ("PIL open, EXIF orientation, RGB (16-bit >> 8); no resize; / 255, mean (0.485, 0.456, 0.406), std "
              "(0.229, 0.224, 0.225); zero-padded bottom and right to a multiple of p; released form; the last "
              "block's keys of the patch rows (ceil(H/p) * ceil(W/p), D)")
@@ -67,21 +66,31 @@ def native_keys(model: torch.nn.Module, image: torch.Tensor) -> tuple[np.ndarray
 def extract_native_shard(model: torch.nn.Module, open_image: Callable[[int], Any], image_ids: Sequence[int],
                          out_dir: str | os.PathLike, *, dtype: str, device: str = "cpu", precision: str = "float32",
                          threads: int | None = None, meta: dict | None = None) -> Path:
-    """keys-native of `image_ids` (each opened by `open_image(id)` -> RGB PIL image) into `out_dir` (returned).
+    """keys-native of `image_ids` (each opened by `open_image(id)` -> RGB PIL image) into `out_dir` (returned), with
+    its meta.json (`write_meta`: `meta`, what the caller knows, and the network's form and geometry).
 
-    dtype: stored dtype (float16 or float32); precision: the network's arithmetic (`network_precision`); meta: what
-    the caller knows (checkpoint sha256, manifest sha256, shard), recorded in meta.json with the geometry and form.
+    dtype: stored dtype (float16 or float32); precision: the network's arithmetic (`network_precision`). The
+    workflow reads through `evaluate.readings.runner.run_reading` with `write_native` as the body instead.
     """
+    if threads:
+        torch.set_num_threads(int(threads))
+    identity = {**(meta or {}), "reading": KEYS_NATIVE.name, **network_identity(model), "device": str(device),
+                "precision": precision}
+    write_meta(Path(out_dir) / META, lambda: write_native(model.to(device).eval(), open_image, image_ids, out_dir,
+                                                          dtype=dtype, device=device, precision=precision),
+               identity=identity)
+    return Path(out_dir)
+
+
+def write_native(model: torch.nn.Module, open_image: Callable[[int], Any], image_ids: Sequence[int],
+                 out_dir: str | os.PathLike, *, dtype: str, device: str, precision: str) -> dict:
+    """The arrays of one keys-native shard (keys-native.npy, native.json, each atomically); returns what meta.json
+    says of them."""
     if dtype not in DTYPES:
         raise FeatureError(f"feature dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     amp = network_precision(precision, device)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        (out / META).unlink()
-    if threads:
-        torch.set_num_threads(int(threads))
-    model = model.to(device).eval()
     parts, grids, sizes = [], [], []
     with torch.inference_mode(), amp:
         for image_id in image_ids:
@@ -100,13 +109,7 @@ def extract_native_shard(model: torch.nn.Module, open_image: Callable[[int], Any
         np.save(handle, np.concatenate(parts) if parts else np.zeros((0, width), dtype=dtype), allow_pickle=False)
     write_json(out / INDEX, {"image_ids": [int(i) for i in image_ids], "grids": grids, "offsets": offsets,
                              "sizes": sizes})
-    record = dict(meta or {})
-    record.update({"n_images": len(parts), "dtype": dtype, "reading": "keys-native", "form": model.form,
-                   **model.geometry.as_meta(), "transforms": {"keys-native": TRANSFORM},
-                   "code_version": code_version(), "library_versions": library_versions(), "device": str(device),
-                   "precision": precision})
-    write_json(out / META, record)  # last: its presence marks a complete shard
-    return out
+    return {"n_images": len(parts), "dtype": dtype, "transforms": {"keys-native": TRANSFORM}}
 
 
 class NativeKeys:

@@ -1,8 +1,6 @@
 """The video reading as workflow jobs (docs/design.md §12): the entries of workflow/rules/video.smk.
 
-- `list_sequences`: a video data set's manifest (its sequences, frame and mask names, the identity of its labels),
-  from folder listings and file hashes alone (no label decoded, no opening);
-- `propagate_one`: one checkpoint on one sequence: the network on `frames480`, the first frame's masks carried to
+- `propagate_one`: one checkpoint on one sequence, through the one runner: the network on `frames480`, the first frame's masks carried to
   every frame (`evaluate.video.propagate`), DAVIS's results layout `out_dir/<frame>.png` (written under a temporary
   folder name, then renamed), and a run file saying what was run (the checkpoint's sha256 and architecture, the
   settings, the grid, the seconds). The first-frame mask is the protocol's given input: an openings row of purpose
@@ -31,17 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("evaluate.video.protocol")
 TMP_SUFFIX = ".tmp"  # a sequence's results folder while it is written
-
-
-def list_sequences(*, root: str, resolution: str, sequences_file: str | None, out: str | os.PathLike) -> dict:
-    """Write the data set's manifest (`DavisDataset.manifest`: sequences, frames, masks, label hashes) to `out`."""
-    from evaluate.datasets.davis import DavisDataset
-    from evaluate.plumbing.atomic import write_json
-
-    manifest = DavisDataset(root, resolution, sequences_file).manifest()
-    write_json(out, manifest)
-    log.info("%s: %d sequence(s)", root, len(manifest["sequences"]))
-    return manifest
+DECODER = "label-propagation"  # what its records name as the decoder of frames480 (docs/design.md §10)
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
@@ -51,66 +39,47 @@ def file_hashes(folder: Path) -> dict[str, str]:
     return {p.name: sha256_file(p) for p in sorted(folder.glob("*.png"))}
 
 
-def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.PathLike, dataset: str, root: str,
-                  resolution: str, sequences_file: str | None, sequence: str, settings: Mapping[str, Any],
-                  device: str, form: str, run_time: RunTime, out_dir: str | os.PathLike,
-                  out_run: str | os.PathLike) -> dict:
-    """Propagate one sequence's first-frame masks with one checkpoint; returns the run file's content.
+def propagate_one(*, checkpoint: Mapping[str, Any], checkpoint_file: str | os.PathLike, spec: dict,
+                  manifest_file: str | os.PathLike, sequence: str, settings: Mapping[str, Any], features: dict,
+                  run_time: RunTime, out_dir: str | os.PathLike, out_run: str | os.PathLike) -> dict:
+    """Propagate one sequence's first-frame masks with one checkpoint, through the one runner (frames480 in the
+    config's `features.form`, float32, on `features.device`); returns the run file's content (the runner's meta).
 
-    checkpoint: its params (name, run, epoch, which network, position rule); checkpoint_file: its file; dataset,
-    root, resolution, sequences_file: the video data set; settings: the config's `video:` (`PropagationSettings`);
-    device (`auto`: CUDA where present), form (the network's, docs/design.md §14): the config's `features`;
-    run_time: the data set's seal and budget. The job's torch threads (`video.threads`) are set by the job runner.
+    checkpoint: its params (name, run, epoch, which network, position rule); spec: the video data set's; settings:
+    the config's `video:` (`PropagationSettings`); run_time: the data set's seal and budget. The job's torch threads
+    (`video.threads`) are set by the job runner.
     """
-    from evaluate.datasets.davis import DavisDataset
     from evaluate.ledger.scoring import Scoring, open_labels
-    from evaluate.networks import REFERENCE_PRECISION
-    from evaluate.networks.checkpoints import load_backbone
-    from evaluate.plumbing.atomic import write_json
     from evaluate.plumbing.provenance import sha256_json
-    from evaluate.readings.features import resolve_device
+    from evaluate.readings.frames import FRAMES480
+    from evaluate.readings.runner import Shard, run_reading
     from evaluate.video.propagate import propagate_sequence
     from evaluate.video.settings import PropagationSettings
 
     chosen = PropagationSettings.of_config(settings)
-    davis = DavisDataset(root, resolution, sequences_file)
-    video = davis.sequence(sequence)
-    loaded = load_backbone(checkpoint_file, which=checkpoint["which"], form=form,
-                           position_rule=checkpoint.get("position_rule"))
-    device = resolve_device(device)
-    network = loaded.model.to(device)
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(out_dir.name + TMP_SUFFIX)
-    shutil.rmtree(tmp, ignore_errors=True)
-    scoring = Scoring.of(checkpoint, dataset, out_run, run_time)
-    with open_labels(scoring, davis.annotations_sha256("first", [sequence]), role="eval", purpose="propagate",
-                     setting=chosen.name, n_images=1) as labels:
-        run = propagate_sequence(network, video, chosen, tmp)
-        written = file_hashes(tmp)
-        labels.result_sha256 = sha256_json(written)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)
-    summary = {
-        "checkpoint": checkpoint["name"],
-        **loaded.file_meta(),  # path, sha256, format, the architecture fields the record copies, which network
-        "precision": REFERENCE_PRECISION,  # features.precision is not applied to frames480
-        "dataset": dataset,
-        "sequence": sequence,
-        "settings": chosen.as_dict(),
-        "setting": chosen.name,
-        "n_frames": run.n_frames,
-        "n_objects": run.n_objects,
-        "frame_size": list(run.frame_size),
-        "grid": list(run.grid),
-        "device": device,
-        "seconds": run.seconds,
-        "opening_row_sha256": labels.row_sha256,
-        "results": written,
-    }
-    write_json(out_run, summary)
-    log.info("%s on %s/%s: %d frames, %d object(s), %.1f s", checkpoint["name"], dataset, sequence, run.n_frames,
-             run.n_objects, run.seconds)
-    return summary
+    scoring = Scoring.of(checkpoint, spec["name"], out_run, run_time)
+
+    def body(run: Shard) -> dict:
+        video = run.dataset.sequence(sequence)
+        shutil.rmtree(tmp, ignore_errors=True)
+        with open_labels(scoring, run.dataset.labels_sha256("first", [sequence]), role="eval", purpose="propagate",
+                         setting=chosen.name, n_images=1) as labels:
+            result = propagate_sequence(run.model, video, chosen, tmp)
+            written = file_hashes(tmp)
+            labels.result_sha256 = sha256_json(written)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        tmp.rename(out_dir)
+        log.info("%s on %s/%s: %d frames, %d object(s), %.1f s", checkpoint["name"], spec["name"], sequence,
+                 result.n_frames, result.n_objects, result.seconds)
+        return {"sequence": sequence, "settings": chosen.as_dict(), "setting": chosen.name,
+                "n_frames": result.n_frames, "n_objects": result.n_objects, "frame_size": list(result.frame_size),
+                "grid": list(result.grid), "seconds": result.seconds, "opening_row_sha256": labels.row_sha256,
+                "results": written}
+
+    return run_reading(FRAMES480, body, checkpoint=dict(checkpoint), checkpoint_file=checkpoint_file, spec=spec,
+                       manifest_file=manifest_file, shard=sequence, meta_out=out_run, features=features)
 
 
 @dataclass(frozen=True)
@@ -143,8 +112,8 @@ def per_sequence_rows(scores: Any) -> list[dict]:
             for i, name in enumerate(scores.sequences)]
 
 
-def score_video(scoring: Scoring, *, root: str, resolution: str, sequences_file: str | None,
-                manifest_file: str | os.PathLike, results_root: str | os.PathLike, sequences: Sequence[str],
+def score_video(scoring: Scoring, *, spec: dict, manifest_file: str | os.PathLike,
+                results_root: str | os.PathLike, sequences: Sequence[str],
                 settings: Mapping[str, Any], resamples: int, seed: int, code: str,
                 out_record: str | os.PathLike) -> dict:
     """Score `results_root/<sequence>/` for `sequences` against the data set's masks; write the video record.
@@ -153,19 +122,20 @@ def score_video(scoring: Scoring, *, root: str, resolution: str, sequences_file:
     checkpoint's sha256 and architecture); settings: the propagation's (the record's setting is their name).
     Returns the record.
     """
-    from evaluate.datasets.davis import DavisDataset
+    from evaluate.datasets import open_dataset as open_dataset_of
     from evaluate.ledger.scoring import Scored, score_on_record
     from evaluate.plumbing.atomic import read_json
-    from evaluate.video.settings import PropagationSettings
+    from evaluate.readings.frames import FRAMES480
     from evaluate.video.score import score_results
+    from evaluate.video.settings import PropagationSettings
 
     chosen = PropagationSettings.of_config(settings)
     names = list(sequences)
     results_root = Path(results_root)
 
     def open_dataset() -> VideoLabels:
-        davis = DavisDataset(root, resolution, sequences_file)
-        return VideoLabels(davis, davis.annotations_sha256("rest", names))
+        davis = open_dataset_of(spec)
+        return VideoLabels(davis, davis.labels_sha256("rest", names))
 
     def score(labels: VideoLabels) -> Scored:
         scores = score_results(results_root, labels.dataset, names)
@@ -177,7 +147,8 @@ def score_video(scoring: Scoring, *, root: str, resolution: str, sequences_file:
     n_masks = sum(len(s["masks"]) - 1 for s in manifest["sequences"] if s["name"] in set(names))
     results = sorted(p for name in names for p in (results_root / name).glob("*.png"))
     record, _ = score_on_record(
-        scoring, kind="video", role="eval", purpose="video-eval", setting=chosen.name, n_images=n_masks,
+        scoring, kind="video", role="eval", purpose="video-eval", setting=chosen.name, reading=FRAMES480.name,
+        decoder=DECODER, n_images=n_masks,
         out_record=out_record, decided_by=[manifest_file, *results],
         settings={"code": code, "resamples": resamples, "seed": seed, "propagation": chosen.as_dict()},
         open_dataset=open_dataset, score=score,

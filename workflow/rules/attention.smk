@@ -1,6 +1,9 @@
 # The attention-spread reading (docs/design.md §13): label-free, in jobs of its own, so adding it to a finished run
 # re-runs nothing else. Per checkpoint and eval data set: one job per shard on the shard's decoded 224-px inputs,
-# then one ledger record; and one image's rows of one query patch for the per-patch figure.
+# then one ledger record; and one image's rows of one query patch for the per-patch figure. Both readings go through
+# the one reading runner, the network in the backbone form whatever `features.form` says (the reading's definition).
+if config["attention"]:
+    RECORDS.extend(expand(paths.ATTENTION_RECORD, checkpoint=CHECKPOINTS, dataset=EVAL_DATASETS))
 
 
 rule attention_shard:
@@ -12,6 +15,7 @@ rule attention_shard:
         inputs=paths.INPUTS_RECORD,
     output:
         shard=paths.ATTENTION_SHARD,
+        meta=paths.ATTENTION_META,
     log:
         "logs/attention_shard/{checkpoint}/{dataset}/{shard}.log",
     benchmark:
@@ -24,13 +28,12 @@ rule attention_shard:
         mem_mb=4000,
         runtime=60,
     params:
-        which=which_of,
-        position_rule=position_rule_of,
+        checkpoint=checkpoint_of,
         dataset=dataset_of,
-        features={k: config["features"][k] for k in ("batch_size", "device")},
+        features=features("batch_size", "device"),
         run_time=run_time_of,
         job=JOBS["attention_shard"],
-        code=CODE["attention_shard"],
+        code=code_of("attention_shard"),
     script:
         "../scripts/run_job.py"
 
@@ -38,7 +41,8 @@ rule attention_shard:
 rule attention_record:
     """The label-free `attention` record of a checkpoint on an eval data set: opens no labels."""
     input:
-        shards=attention_shards,
+        shards=per_shard(paths.ATTENTION_SHARD),
+        metas=per_shard(paths.ATTENTION_META),
     output:
         record=paths.ATTENTION_RECORD,
     log:
@@ -62,17 +66,18 @@ rule attention_rows:
         manifest=paths.MANIFEST,
     output:
         rows=paths.ATTENTION_ROWS,
+        meta=paths.ATTENTION_ROWS_META,
     log:
         "logs/attention_rows/{checkpoint}/{dataset}.log",
     benchmark:
         "benchmarks/attention_rows/{checkpoint}/{dataset}.tsv"
     params:
-        which=which_of,
-        position_rule=position_rule_of,
+        checkpoint=checkpoint_of,
         dataset=dataset_of,
+        features=features("device"),
         image=config["figures"]["attention_image"],
         patch=config["figures"]["attention_patch"],
         job=JOBS["attention_rows"],
-        code=CODE["attention_rows"],
+        code=code_of("attention_rows"),
     script:
         "../scripts/run_job.py"

@@ -6,30 +6,25 @@ from snakemake.utils import validate
 
 from evaluate.plumbing import paths
 from evaluate.experiment import Experiment, check_config_names
-from evaluate.plumbing.provenance import job_code_hash
+from evaluate.plumbing.provenance import job_code_hash, module_code_hash
 
 check_config_names(config)
 validate(config, schema="../schemas/config.schema.yaml")  # fills in every default the schema states
 EXP = Experiment(config)
 EXP.check_probe_categories()
 CHECKPOINTS = EXP.checkpoints
-DATASETS = EXP.datasets
+ALL_DATASETS = EXP.datasets  # every section's, by name: one manifest each, the demo's drawn alike
+DATASETS = EXP.section("datasets")  # images with COCO labels: the decoder's and the probe's
 SELECT_DATASET = EXP.select_dataset
 PROBE_TRAIN_DATASET = EXP.probe_train_dataset
 EVAL_DATASETS = EXP.by_role("eval")
 PROBE_EVAL_DATASETS = EXP.probe_eval_datasets
 REFERENCE = EXP.reference_checkpoint
-DEMO_DATASETS = [n for n, d in DATASETS.items() if d.demo]
 DEMO_CHECKPOINTS = [n for n, c in CHECKPOINTS.items() if c.demo]
-VIDEOS = EXP.videos
-DISCOVERY = EXP.discovery
-DEMO_DISCOVERY = [n for n, d in DISCOVERY.items() if d.demo]
-BOX_DECODERS = EXP.box_decoders
-SALIENCY = EXP.saliency
-DEMO_SALIENCY = [n for n, d in SALIENCY.items() if d.demo]
-DEMO_VIDEOS = [n for n, v in VIDEOS.items() if v.demo]
-# the propagation's settings (config `video:` but its `threads`, which change no number)
-PROPAGATION = EXP.propagation.as_dict() if VIDEOS else None
+DEMO_DATASETS = [n for n, d in ALL_DATASETS.items() if d.demo]
+# Each stage's rule file adds the ledger records its scoring jobs write (read by `rule all`, the scores table, the
+# tables and the figures), so a new stage is its rule file alone.
+RECORDS = []
 
 # Each rule's job function. Its code hash covers every module of the project the job can execute (the imports of
 # the job function, transitively; comments and docstrings do not count), so an edit re-runs exactly its jobs.
@@ -37,7 +32,7 @@ SCRIPT = "workflow/scripts/run_job.py"
 JOBS = {
     "demo_dataset": "evaluate.jobs.demo:demo_dataset",
     "demo_checkpoint": "evaluate.jobs.demo:demo_checkpoint",
-    "manifest": "evaluate.jobs.features:manifest",
+    "manifest": "evaluate.jobs.datasets:manifest",
     "preprocess": "evaluate.jobs.features:preprocess",
     "extract": "evaluate.jobs.features:extract",
     "sweep_decode": "evaluate.jobs.decoder:sweep_decode",
@@ -52,33 +47,45 @@ JOBS = {
     "figures": "evaluate.jobs.ledger:figures",
     "eigenvector": "evaluate.jobs.ledger:eigenvector",
     "html_report": "evaluate.jobs.ledger:html_report",
-    "demo_video": "evaluate.jobs.demo:demo_video",
-    "video_sequences": "evaluate.jobs.video:video_sequences",
     "propagate": "evaluate.jobs.video:propagate",
     "score_video": "evaluate.jobs.video:score_video",
-    "discovery_manifest": "evaluate.jobs.discovery:discovery_manifest",
     "extract_native": "evaluate.jobs.discovery:extract_native",
     "discover_boxes": "evaluate.jobs.discovery:discover_boxes",
     "score_discovery": "evaluate.jobs.discovery:score_discovery",
-    "demo_discovery": "evaluate.jobs.demo:demo_discovery",
-    "saliency_manifest": "evaluate.jobs.saliency:saliency_manifest",
     "read_saliency": "evaluate.jobs.saliency:read_saliency",
     "score_saliency": "evaluate.jobs.saliency:score_saliency",
-    "demo_saliency": "evaluate.jobs.demo:demo_saliency",
     "attention_shard": "evaluate.jobs.attention:attention_shard",
     "attention_record": "evaluate.jobs.attention:attention_record",
     "attention_rows": "evaluate.jobs.attention:attention_rows",
 }
 CODE = {rule: job_code_hash(job, SCRIPT) for rule, job in JOBS.items()}
+# A data set's kind is opened (and a demo one drawn) by the module its spec names, which no job imports by name: the
+# hash of that module's code joins the code hash of exactly the jobs of its data sets.
+KIND_CODE = {
+    target: module_code_hash(target.partition(":")[0])
+    for target in {t for d in ALL_DATASETS.values() for t in (d.opener, d.demo_writer) if t}
+}
+
+
+def code_of(rule):
+    """A rule's `code` param where its jobs open a data set by its kind: the rule's code hash and that of the kind's
+    module (its drawing's, for the demo), per data set."""
+    target = "demo_writer" if rule == "demo_dataset" else "opener"
+    return lambda wildcards: f"{CODE[rule]}+{KIND_CODE[getattr(ALL_DATASETS[wildcards.dataset], target)]}"
 
 
 def _alternatives(names):
     return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
 
 
+def in_section(section):
+    """The names of one config section's data sets (a rule's `dataset` wildcard constraint)."""
+    return list(EXP.section(section))
+
+
 wildcard_constraints:
     checkpoint=_alternatives(CHECKPOINTS),
-    dataset=_alternatives([*DATASETS, *VIDEOS, *DISCOVERY, *SALIENCY]),
+    dataset=_alternatives(ALL_DATASETS),
     shard=r"\d{3}",
     sequence=r"[^/]+",
 
@@ -92,10 +99,13 @@ def feature_output(pattern):
 
 
 def dataset_params(name):
-    """Where a data set lives. Its roles, seal and budget come in `run_time`, so changing them (raising a budget,
-    say) re-runs nothing."""
-    d = DATASETS[name]
-    return {"name": name, "images": d.images, "annotations": d.annotations}
+    """What a data set's jobs are handed: where it lives and how it is read (`DataSet.spec`). Its roles, seal and
+    budget come in `run_time`, so changing them (raising a budget, say) re-runs nothing."""
+    return ALL_DATASETS[name].spec
+
+
+def dataset_of(wildcards):
+    return dataset_params(wildcards.dataset)
 
 
 def run_time(dataset):
@@ -109,53 +119,22 @@ def run_time_of(wildcards):
 
 
 def checkpoint_params(name):
-    c = CHECKPOINTS[name]
-    return {
-        "name": name,
-        "path": c.path,
-        "run": c.run,
-        "epoch": c.epoch,
-        "which": c.which,
-        "position_rule": c.position_rule,
-    }
-
-
-def dataset_of(wildcards):
-    return dataset_params(wildcards.dataset)
+    """What a checkpoint's jobs are handed (`Checkpoint.params`): the one way it travels."""
+    return CHECKPOINTS[name].params
 
 
 def checkpoint_of(wildcards):
     return checkpoint_params(wildcards.checkpoint)
 
 
-def which_of(wildcards):
-    return CHECKPOINTS[wildcards.checkpoint].which
-
-
-def position_rule_of(wildcards):
-    return CHECKPOINTS[wildcards.checkpoint].position_rule
-
-
-def demo_dataset_of(wildcards):
-    return DATASETS[wildcards.dataset].demo
-
-
 def demo_checkpoint_of(wildcards):
     return CHECKPOINTS[wildcards.checkpoint].demo
 
 
-def video_params(name):
-    """Where a video data set lives (its seal and budget come in `run_time`)."""
-    v = VIDEOS[name]
-    return {"name": v.name, "root": v.root, "resolution": v.resolution, "sequences_file": v.sequences_file}
-
-
-def video_of(wildcards):
-    return video_params(wildcards.dataset)
-
-
-def demo_video_of(wildcards):
-    return VIDEOS[wildcards.dataset].demo
+def features(*keys):
+    """The config's `features` values a rule's jobs read (its reading's form, device, precision where the reading
+    does not fix them; batch size, dtype where its body reads them): a change to any other re-runs none of them."""
+    return {k: config["features"][k] for k in keys}
 
 
 # ------------------------------------------------------------------------------------------- input functions
@@ -165,22 +144,60 @@ def checkpoint_path(wildcards):
     return CHECKPOINTS[wildcards.checkpoint].path
 
 
-def annotations_path(wildcards):
-    return DATASETS[wildcards.dataset].annotations
+def manifest_of(wildcards):
+    return paths.MANIFEST.format(dataset=wildcards.dataset)
+
+
+def manifest_source(wildcards):
+    """What a data set's listing waits for: the demo's drawing, its annotation file, or nothing (a folder there)."""
+    d = ALL_DATASETS[wildcards.dataset]
+    if d.demo:
+        return [paths.DEMO_DATASET.format(section=d.section, dataset=d.name)]
+    return [d.fields["annotations"]] if d.fields.get("annotations") else []
+
+
+def listed(dataset):
+    """A data set's manifest (a Snakemake checkpoint: read once it exists)."""
+    manifest = checkpoints.manifest.get(dataset=dataset).output.manifest
+    with open(manifest) as handle:
+        return json.load(handle)
 
 
 def shard_names(dataset):
-    """The shards of a data set, read from its manifest (a Snakemake checkpoint: known once the manifest exists)."""
-    manifest = checkpoints.manifest.get(dataset=dataset).output.manifest
-    with open(manifest) as handle:
-        n = len(json.load(handle)["shards"])
-    return [f"{i:03d}" for i in range(n)]
+    """The shards of a data set, read from its manifest."""
+    return [f"{i:03d}" for i in range(len(listed(dataset)["shards"]))]
+
+
+def sequence_names(dataset):
+    """The sequences of a video data set, read from its manifest."""
+    return [s["name"] for s in listed(dataset)["sequences"]]
 
 
 def feature_shards(checkpoint, dataset, pattern=paths.FEATURES_META):
     """One file per shard of `checkpoint` on `dataset` (meta.json, the default, marks a complete shard; or the
     shard's file of another pattern with {checkpoint}, {dataset} and {shard})."""
     return [pattern.format(checkpoint=checkpoint, dataset=dataset, shard=s) for s in shard_names(dataset)]
+
+
+def per_shard(pattern):
+    """An input function: the file of `pattern` for each shard of the wildcards' data set."""
+    return lambda wildcards: feature_shards(wildcards.checkpoint, wildcards.dataset, pattern)
+
+
+def per_sequence(pattern):
+    """An input function: the file of `pattern` for each sequence of the wildcards' video data set."""
+    return lambda wildcards: [
+        pattern.format(checkpoint=wildcards.checkpoint, dataset=wildcards.dataset, sequence=s)
+        for s in sequence_names(wildcards.dataset)
+    ]
+
+
+def sequence_source(wildcards):
+    """A sequence's frames folder (the demo's whole drawing, which holds it, for a demo video set)."""
+    v = ALL_DATASETS[wildcards.dataset]
+    if v.demo:
+        return paths.DEMO_DATASET.format(section=v.section, dataset=v.name)
+    return f"{v.fields['root']}/JPEGImages/{v.fields['resolution']}/{wildcards.sequence}"
 
 
 def first_shard_meta(wildcards):
@@ -192,15 +209,10 @@ def sweep_shards(wildcards):
     return [paths.SWEEP_SHARD.format(dataset=SELECT_DATASET, shard=s) for s in shard_names(SELECT_DATASET)]
 
 
-def decoded_shards(wildcards):
-    return feature_shards(wildcards.checkpoint, wildcards.dataset, paths.MASKS_SHARD)
-
-
 def select_setting_inputs(wildcards):
     return {
         "sweep": sweep_shards(wildcards),
         "manifest": paths.MANIFEST.format(dataset=SELECT_DATASET),
-        "annotations": DATASETS[SELECT_DATASET].annotations,
         "checkpoint": CHECKPOINTS[REFERENCE].path,
         "meta": feature_shards(REFERENCE, SELECT_DATASET)[0],
     }
@@ -209,7 +221,6 @@ def select_setting_inputs(wildcards):
 def train_probe_inputs(wildcards):
     return {
         "train": feature_shards(wildcards.checkpoint, PROBE_TRAIN_DATASET, paths.TOKENS224),
-        "annotations": DATASETS[PROBE_TRAIN_DATASET].annotations,
         "manifest": paths.MANIFEST.format(dataset=PROBE_TRAIN_DATASET),
         "checkpoint": CHECKPOINTS[wildcards.checkpoint].path,
         "meta": feature_shards(wildcards.checkpoint, PROBE_TRAIN_DATASET)[0],
@@ -222,128 +233,15 @@ def score_probe_inputs(wildcards):
         "weights": paths.PROBE_WEIGHTS.format(checkpoint=c),
         "training": paths.PROBE_TRAINING.format(checkpoint=c),
         "features": feature_shards(c, d, paths.TOKENS224),
-        "annotations": DATASETS[d].annotations,
         "manifest": paths.MANIFEST.format(dataset=d),
         "checkpoint": CHECKPOINTS[c].path,
         "meta": feature_shards(c, d)[0],
     }
 
 
-def video_source(wildcards):
-    """What a video data set's listing waits for: the demo's drawing, or nothing (a folder already there)."""
-    return [paths.DEMO_VIDEO.format(dataset=wildcards.dataset)] if VIDEOS[wildcards.dataset].demo else []
-
-
-def sequence_source(wildcards):
-    """A sequence's frames folder (the demo's whole drawing, which holds it, for a demo video set)."""
-    v = VIDEOS[wildcards.dataset]
-    if v.demo:
-        return paths.DEMO_VIDEO.format(dataset=v.name)
-    return f"{v.root}/JPEGImages/{v.resolution}/{wildcards.sequence}"
-
-
-def video_sequence_names(dataset):
-    """The sequences of a video data set, read from its manifest (a Snakemake checkpoint)."""
-    manifest = checkpoints.video_sequences.get(dataset=dataset).output.manifest
-    with open(manifest) as handle:
-        return [s["name"] for s in json.load(handle)["sequences"]]
-
-
-def score_video_inputs(wildcards):
-    c, d = wildcards.checkpoint, wildcards.dataset
-    names = video_sequence_names(d)
-    return {
-        "manifest": paths.VIDEO_MANIFEST.format(dataset=d),
-        "results": [paths.VIDEO_RESULTS.format(checkpoint=c, dataset=d, sequence=s) for s in names],
-        "runs": [paths.VIDEO_RUN.format(checkpoint=c, dataset=d, sequence=s) for s in names],
-        "checkpoint": CHECKPOINTS[c].path,
-    }
-
-
-def discovery_of(wildcards):
-    """Where a box data set lives and what it is (its seal and budget come in `run_time`)."""
-    return DISCOVERY[wildcards.dataset].spec()
-
-
-def discovery_source(wildcards):
-    """What a box data set's listing waits for: the demo's drawing, or nothing (a folder already there)."""
-    d = DISCOVERY[wildcards.dataset]
-    return [paths.DEMO_DISCOVERY.format(dataset=d.name)] if d.demo else []
-
-
-def discovery_shard_names(dataset):
-    """The shards of a box data set, read from its manifest (a Snakemake checkpoint)."""
-    manifest = checkpoints.discovery_manifest.get(dataset=dataset).output.manifest
-    with open(manifest) as handle:
-        n = len(json.load(handle)["shards"])
-    return [f"{i:03d}" for i in range(n)]
-
-
-def score_discovery_inputs(wildcards):
-    c, d = wildcards.checkpoint, wildcards.dataset
-    shards = discovery_shard_names(d)
-    return {
-        "manifest": paths.DISCOVERY_MANIFEST.format(dataset=d),
-        "boxes": [paths.DISCOVERY_BOXES.format(checkpoint=c, dataset=d, shard=s) for s in shards],
-        "meta": paths.FEATURES_META.format(checkpoint=c, dataset=d, shard=shards[0]),
-        "checkpoint": CHECKPOINTS[c].path,
-    }
-
-
-def saliency_of(wildcards):
-    """Where a saliency set lives and what it is (its seal and budget come in `run_time`)."""
-    return SALIENCY[wildcards.dataset].spec()
-
-
-def saliency_source(wildcards):
-    """What a saliency set's listing waits for: the demo's drawing, or nothing (folders already there)."""
-    d = SALIENCY[wildcards.dataset]
-    return [paths.DEMO_SALIENCY.format(dataset=d.name)] if d.demo else []
-
-
-def saliency_shard_names(dataset):
-    """The shards of a saliency set, read from its manifest (a Snakemake checkpoint)."""
-    manifest = checkpoints.saliency_manifest.get(dataset=dataset).output.manifest
-    with open(manifest) as handle:
-        n = len(json.load(handle)["shards"])
-    return [f"{i:03d}" for i in range(n)]
-
-
-def score_saliency_inputs(wildcards):
-    c, d = wildcards.checkpoint, wildcards.dataset
-    shards = saliency_shard_names(d)
-    return {
-        "manifest": paths.SALIENCY_MANIFEST.format(dataset=d),
-        "readings": [paths.SALIENCY_READING.format(checkpoint=c, dataset=d, shard=s) for s in shards],
-        "metas": [paths.SALIENCY_META.format(checkpoint=c, dataset=d, shard=s) for s in shards],
-        "checkpoint": CHECKPOINTS[c].path,
-    }
-
-
-def all_records():
-    records = []
-    if SELECT_DATASET:
-        records.append(paths.SWEEP_RECORD.format(checkpoint=REFERENCE, dataset=SELECT_DATASET))
-        records += [paths.DECODER_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in EVAL_DATASETS]
-    if PROBE_TRAIN_DATASET:
-        records += [
-            paths.PROBE_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in PROBE_EVAL_DATASETS
-        ]
-    records += [paths.VIDEO_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in VIDEOS]
-    records += [
-        paths.DISCOVERY_RECORD.format(decoder=k, checkpoint=c, dataset=d)
-        for k in BOX_DECODERS
-        for c in CHECKPOINTS
-        for d in DISCOVERY
-    ]
-    records += [paths.SALIENCY_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in SALIENCY]
-    if config["attention"]:
-        records += [paths.ATTENTION_RECORD.format(checkpoint=c, dataset=d) for c in CHECKPOINTS for d in EVAL_DATASETS]
-    return records
-
-
-def attention_shards(wildcards):
-    return feature_shards(wildcards.checkpoint, wildcards.dataset, paths.ATTENTION_SHARD)
+def all_records(wildcards=None):
+    """Every ledger record the run writes (each stage's rule file adds its own to RECORDS)."""
+    return list(RECORDS)
 
 
 def attention_rows_files():
@@ -405,8 +303,8 @@ def figure_inputs(wildcards):
         inputs["sweep"] = paths.SWEEP_TABLE
     inputs["video_results"] = [
         paths.VIDEO_RESULTS.format(checkpoint=c, dataset=v, sequence=s)
-        for v in VIDEOS
-        for s in video_sequence_names(v)
+        for v in in_section("videos")
+        for s in sequence_names(v)
         for c in CHECKPOINTS
     ]
     return inputs
@@ -415,6 +313,6 @@ def figure_inputs(wildcards):
 def video_figure_params():
     """What the video figures draw: each video data set (truth: False for a sealed one, whose ground truth is not
     drawn) and each checkpoint's results root on it."""
-    videos = {n: {**video_params(n), "truth": not v.sealed} for n, v in VIDEOS.items()}
-    results = {n: {c: paths.VIDEO_RESULTS_ROOT.format(checkpoint=c, dataset=n) for c in CHECKPOINTS} for n in VIDEOS}
+    videos = {n: {**v.spec, "truth": not v.sealed} for n, v in EXP.section("videos").items()}
+    results = {n: {c: paths.VIDEO_RESULTS_ROOT.format(checkpoint=c, dataset=n) for c in CHECKPOINTS} for n in videos}
     return {"videos": videos, "results": results}

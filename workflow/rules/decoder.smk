@@ -1,5 +1,8 @@
 # Stage 3: the label-free decoder. Its settings are swept once, on the `select` data set and the reference
 # checkpoint; the best by mean Jaccard is then used for every checkpoint on every `eval` data set.
+if SELECT_DATASET:
+    RECORDS.append(paths.SWEEP_RECORD.format(checkpoint=REFERENCE, dataset=SELECT_DATASET))
+    RECORDS.extend(expand(paths.DECODER_RECORD, checkpoint=CHECKPOINTS, dataset=EVAL_DATASETS))
 
 
 rule sweep_decode:
@@ -82,7 +85,7 @@ rule decode:
 rule merge_masks:
     """One COCO results file per checkpoint and data set, in image-id order (label-free)."""
     input:
-        decoded_shards,
+        per_shard(paths.MASKS_SHARD),
     output:
         paths.MASKS,
     log:
@@ -102,7 +105,6 @@ rule score_decoder:
         masks=paths.MASKS,
         meta=first_shard_meta,
         manifest=paths.MANIFEST,
-        annotations=annotations_path,
         selected=paths.SELECTED,
         checkpoint=checkpoint_path,
     output:

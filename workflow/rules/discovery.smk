@@ -1,38 +1,20 @@
-# Object discovery as the field publishes it (docs/design.md §12): each box data set's images listed once (a
-# Snakemake checkpoint), keys-native per checkpoint and shard, every box decoder's boxes per shard (label-free), and
-# one scoring job per checkpoint, data set and box decoder that opens the labels and writes a ledger record.
+# Object discovery as the field publishes it (docs/design.md §12): keys-native per checkpoint and shard of each box
+# data set (through the one reading runner), every box decoder's boxes per shard (label-free), and one scoring job
+# per checkpoint, data set and box decoder that opens the labels and writes a ledger record.
+DISCOVERY = in_section("discovery")
+BOX_DECODERS = EXP.box_decoders
+RECORDS.extend(expand(paths.DISCOVERY_RECORD, decoder=BOX_DECODERS, checkpoint=CHECKPOINTS, dataset=DISCOVERY))
 
 
 # a keys-native shard's meta.json has keys480's path: the data set's name (constrained per rule) tells them apart
 ruleorder: extract_native > extract
 
 
-checkpoint discovery_manifest:
-    """A box data set's images and shards, and its labels' identity (listings and hashes: no opening)."""
-    input:
-        discovery_source,
-    output:
-        manifest=paths.DISCOVERY_MANIFEST,
-    log:
-        "logs/discovery_manifest/{dataset}.log",
-    benchmark:
-        "benchmarks/discovery_manifest/{dataset}.tsv"
-    wildcard_constraints:
-        dataset=_alternatives(DISCOVERY),
-    params:
-        spec=discovery_of,
-        shard_size=config["features"]["shard_size"],
-        job=JOBS["discovery_manifest"],
-        code=CODE["discovery_manifest"],
-    script:
-        "../scripts/run_job.py"
-
-
 rule extract_native:
     """keys-native of one checkpoint on one shard: each image at its own size, the network in its released form."""
     input:
         checkpoint=checkpoint_path,
-        manifest=paths.DISCOVERY_MANIFEST,
+        manifest=paths.MANIFEST,
     output:
         native=feature_output(paths.NATIVE_KEYS),
         index=paths.NATIVE_INDEX,
@@ -49,10 +31,10 @@ rule extract_native:
         runtime=120,
     params:
         checkpoint=checkpoint_of,
-        spec=discovery_of,
-        features={k: config["features"][k] for k in ("dtype", "device", "precision")},
+        dataset=dataset_of,
+        features=features("dtype", "device", "precision"),
         job=JOBS["extract_native"],
-        code=CODE["extract_native"],
+        code=code_of("extract_native"),
     script:
         "../scripts/run_job.py"
 
@@ -85,7 +67,10 @@ rule discover_boxes:
 rule score_discovery:
     """Opens a box data set's labels: CorLoc on boxes of one box decoder for one checkpoint -> one ledger record."""
     input:
-        unpack(score_discovery_inputs),
+        manifest=paths.MANIFEST,
+        boxes=per_shard(paths.DISCOVERY_BOXES),
+        meta=first_shard_meta,
+        checkpoint=checkpoint_path,
     output:
         record=paths.DISCOVERY_RECORD,
     log:
@@ -101,10 +86,10 @@ rule score_discovery:
         runtime=60,
     params:
         checkpoint=checkpoint_of,
-        spec=discovery_of,
+        dataset=dataset_of,
         bootstrap=config["bootstrap"],
         run_time=run_time_of,
         job=JOBS["score_discovery"],
-        code=CODE["score_discovery"],
+        code=code_of("score_discovery"),
     script:
         "../scripts/run_job.py"

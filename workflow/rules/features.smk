@@ -1,23 +1,5 @@
-# Stage 1-2: a data set's manifest (sorted image ids cut into shards), then keys480 and tokens224 per shard.
-
-
-checkpoint manifest:
-    input:
-        annotations=annotations_path,
-    output:
-        manifest=paths.MANIFEST,
-    log:
-        "logs/manifest/{dataset}.log",
-    benchmark:
-        "benchmarks/manifest/{dataset}.tsv"
-    params:
-        dataset=dataset_of,
-        shard_size=config["features"]["shard_size"],
-        run_time=run_time_of,
-        job=JOBS["manifest"],
-        code=CODE["manifest"],
-    script:
-        "../scripts/run_job.py"
+# Stage 1-2: the `datasets:` sets' keys480 and tokens224 per checkpoint and shard (the reading keys480+tokens224,
+# through the one reading runner), from each shard's images decoded once for every checkpoint.
 
 
 rule preprocess:
@@ -31,6 +13,8 @@ rule preprocess:
         "logs/preprocess/{dataset}/{shard}.log",
     benchmark:
         "benchmarks/preprocess/{dataset}/{shard}.tsv"
+    wildcard_constraints:
+        dataset=_alternatives(DATASETS),
     threads: config["features"]["workers"]
     resources:
         mem_mb=2000,
@@ -38,7 +22,7 @@ rule preprocess:
     params:
         dataset=dataset_of,
         job=JOBS["preprocess"],
-        code=CODE["preprocess"],
+        code=code_of("preprocess"),
     script:
         "../scripts/run_job.py"
 
@@ -60,18 +44,19 @@ rule extract:
         "logs/extract/{checkpoint}/{dataset}/{shard}.log",
     benchmark:
         "benchmarks/extract/{checkpoint}/{dataset}/{shard}.tsv"
+    wildcard_constraints:
+        dataset=_alternatives(DATASETS),
     threads: config["features"]["threads"]
     resources:
         mem_mb=4000,
         runtime=120,
     params:
-        which=which_of,
-        position_rule=position_rule_of,
+        checkpoint=checkpoint_of,
         dataset=dataset_of,
-        features={k: config["features"][k] for k in ("batch_size", "dtype", "device", "precision", "form")},
+        features=features("batch_size", "dtype", "device", "precision", "form"),
         run_time=run_time_of,
         job=JOBS["extract"],
-        code=CODE["extract"],
+        code=code_of("extract"),
     script:
         "../scripts/run_job.py"
 

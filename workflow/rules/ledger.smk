@@ -4,7 +4,7 @@
 rule scores:
     """results/ledger/scores.csv (and .parquet): one row per measure of every record; never edited by hand."""
     input:
-        all_records(),
+        all_records,
     output:
         csv=paths.SCORES_CSV,
         parquet=paths.SCORES_PARQUET,

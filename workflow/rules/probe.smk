@@ -1,5 +1,7 @@
 # Stage 4: one linear layer on the frozen tokens224, trained once per checkpoint on `probe-train`, and scored by
 # its own job on each `eval` data set, so a new eval data set runs only its own scoring jobs.
+if PROBE_TRAIN_DATASET:
+    RECORDS.extend(expand(paths.PROBE_RECORD, checkpoint=CHECKPOINTS, dataset=PROBE_EVAL_DATASETS))
 
 
 rule train_probe:

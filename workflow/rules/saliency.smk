@@ -1,34 +1,15 @@
-# Saliency as the field publishes it (docs/design.md §16): each saliency set's pairs listed once (a Snakemake
-# checkpoint), every checkpoint's TokenCut reading per shard (label-free, with the bilateral solver where the set
-# asks for it), and one scoring job per checkpoint and set that opens the masks and writes a ledger record.
-
-
-checkpoint saliency_manifest:
-    """A saliency set's pairs and shards, and its masks' identity (listings and hashes: no opening)."""
-    input:
-        saliency_source,
-    output:
-        manifest=paths.SALIENCY_MANIFEST,
-    log:
-        "logs/saliency_manifest/{dataset}.log",
-    benchmark:
-        "benchmarks/saliency_manifest/{dataset}.tsv"
-    wildcard_constraints:
-        dataset=_alternatives(SALIENCY),
-    params:
-        spec=saliency_of,
-        shard_size=config["features"]["shard_size"],
-        job=JOBS["saliency_manifest"],
-        code=CODE["saliency_manifest"],
-    script:
-        "../scripts/run_job.py"
+# Saliency as the field publishes it (docs/design.md §16): every checkpoint's TokenCut reading of each shard of each
+# saliency set (through the one reading runner; label-free, with the bilateral solver where the set asks for it),
+# and one scoring job per checkpoint and set that opens the masks and writes a ledger record.
+SALIENCY = in_section("saliency")
+RECORDS.extend(expand(paths.SALIENCY_RECORD, checkpoint=CHECKPOINTS, dataset=SALIENCY))
 
 
 rule read_saliency:
     """TokenCut's reading of one shard by one checkpoint: each image's seed component and the solver's solution."""
     input:
         checkpoint=checkpoint_path,
-        manifest=paths.SALIENCY_MANIFEST,
+        manifest=paths.MANIFEST,
     output:
         reading=paths.SALIENCY_READING,
         meta=paths.SALIENCY_META,
@@ -44,9 +25,9 @@ rule read_saliency:
         runtime=120,
     params:
         checkpoint=checkpoint_of,
-        spec=saliency_of,
+        dataset=dataset_of,
         job=JOBS["read_saliency"],
-        code=CODE["read_saliency"],
+        code=code_of("read_saliency"),
     script:
         "../scripts/run_job.py"
 
@@ -55,7 +36,10 @@ rule score_saliency:
     """Opens a saliency set's masks: TokenCut's and PySODMetrics' measures, before and after the solver -> one
     ledger record."""
     input:
-        unpack(score_saliency_inputs),
+        manifest=paths.MANIFEST,
+        readings=per_shard(paths.SALIENCY_READING),
+        metas=per_shard(paths.SALIENCY_META),
+        checkpoint=checkpoint_path,
     output:
         record=paths.SALIENCY_RECORD,
     log:
@@ -70,10 +54,10 @@ rule score_saliency:
         runtime=60,
     params:
         checkpoint=checkpoint_of,
-        spec=saliency_of,
+        dataset=dataset_of,
         bootstrap=config["bootstrap"],
         run_time=run_time_of,
         job=JOBS["score_saliency"],
-        code=CODE["score_saliency"],
+        code=code_of("score_saliency"),
     script:
         "../scripts/run_job.py"

@@ -1,26 +1,10 @@
-# The video reading (docs/design.md §12): each video data set's sequences are listed once (a Snakemake checkpoint),
-# every checkpoint propagates each sequence's first-frame masks in its own job (DAVIS's results layout), and one
-# scoring job per checkpoint and video data set opens the other masks and writes a ledger record.
-
-
-checkpoint video_sequences:
-    """A video data set's sequences, frames and masks, and its labels' identity (listings and hashes: no opening)."""
-    input:
-        video_source,
-    output:
-        manifest=paths.VIDEO_MANIFEST,
-    log:
-        "logs/video_sequences/{dataset}.log",
-    benchmark:
-        "benchmarks/video_sequences/{dataset}.tsv"
-    wildcard_constraints:
-        dataset=_alternatives(VIDEOS),
-    params:
-        video=video_of,
-        job=JOBS["video_sequences"],
-        code=CODE["video_sequences"],
-    script:
-        "../scripts/run_job.py"
+# The video reading (docs/design.md §12): every checkpoint propagates each sequence's first-frame masks of each
+# video data set in its own job (frames480 through the one reading runner; DAVIS's results layout), and one scoring
+# job per checkpoint and video data set opens the other masks and writes a ledger record.
+VIDEOS = in_section("videos")
+# the propagation's settings (config `video:` but its `threads`, which change no number)
+PROPAGATION = EXP.propagation.as_dict() if VIDEOS else None
+RECORDS.extend(expand(paths.VIDEO_RECORD, checkpoint=CHECKPOINTS, dataset=VIDEOS))
 
 
 rule propagate:
@@ -28,6 +12,7 @@ rule propagate:
     to every frame by nearest neighbours among the frozen patch tokens."""
     input:
         frames=sequence_source,
+        manifest=paths.MANIFEST,
         checkpoint=checkpoint_path,
     output:
         results=directory(paths.VIDEO_RESULTS),
@@ -44,13 +29,12 @@ rule propagate:
         runtime=120,
     params:
         checkpoint=checkpoint_of,
-        video=video_of,
+        dataset=dataset_of,
         settings=PROPAGATION,
-        device=config["features"]["device"],
-        form=config["features"]["form"],
+        features=features("device", "form"),
         run_time=run_time_of,
         job=JOBS["propagate"],
-        code=CODE["propagate"],
+        code=code_of("propagate"),
     script:
         "../scripts/run_job.py"
 
@@ -58,7 +42,10 @@ rule propagate:
 rule score_video:
     """Opens a video data set's masks but the first frames': J&F, J, F (mean, recall, decay) -> one ledger record."""
     input:
-        unpack(score_video_inputs),
+        manifest=paths.MANIFEST,
+        results=per_sequence(paths.VIDEO_RESULTS),
+        runs=per_sequence(paths.VIDEO_RUN),
+        checkpoint=checkpoint_path,
     output:
         record=paths.VIDEO_RECORD,
     log:
@@ -73,11 +60,11 @@ rule score_video:
         runtime=60,
     params:
         checkpoint=checkpoint_of,
-        video=video_of,
+        dataset=dataset_of,
         settings=PROPAGATION,
         bootstrap=config["bootstrap"],
         run_time=run_time_of,
         job=JOBS["score_video"],
-        code=CODE["score_video"],
+        code=code_of("score_video"),
     script:
         "../scripts/run_job.py"
