@@ -36,8 +36,9 @@ def test_adding_a_voc_set_and_a_saliency_set_runs_only_their_jobs_and_opens_only
 
     # before their manifests (Snakemake checkpoints) exist, the scoring jobs wait on them; the ledger's outputs follow
     planned = planned_jobs(ws.snakemake("--dry-run"))
-    assert set(planned) == {"discovery_manifest", "score_discovery", "saliency_manifest", "score_saliency", "scores",
-                            "tables", "figures", "html_report", "all"}, planned
+    assert set(planned) == {"manifest", "score_discovery", "score_saliency", "scores", "tables", "figures",
+                            "html_report", "all"}, planned
+    assert planned["manifest"] == 2  # the one listing rule, once per new set, whatever its kind
     ran = ws.snakemake()
     counts = {rule: ran.count(f"rule {rule}:") for rule in ("extract_native", "discover_boxes", "score_discovery",
                                                             "read_saliency", "score_saliency", "extract",

@@ -70,7 +70,7 @@ def test_a_submitted_job_reads_the_given_file_whole(ws):
     # the "scheduler": runs the job script at once (its log to stderr) and prints a job id, as sbatch would
     submit = """sh -c 'bash "$0" 1>&2 && echo lfse-test-job'"""
     out = ws.snakemake("--executor", "cluster-generic", "--cluster-generic-submit-cmd", submit, "--jobs", "1",
-                       "--latency-wait", "0", "results/demo/datasets/sel/annotations.json", configfile="user.yaml")
+                       "--latency-wait", "0", "results/demo/datasets/sel", configfile="user.yaml")
     assert "with external jobid 'lfse-test-job'" in out, out[-3000:]  # submitted, so run by a snakemake of its own
     annotations = json.loads((ws.work / "results/demo/datasets/sel/annotations.json").read_text())
     assert sorted(image["id"] for image in annotations["images"]) == [1, 2, 3]

@@ -38,8 +38,8 @@ SETTING = "h96-n7-k5-r12-t0.1"
 
 
 def demo_videos(name: str, n_sequences: int, seed: int, **extra) -> dict:
-    return {"root": paths.DEMO_VIDEO.format(dataset=name), "demo": {"n_sequences": n_sequences, "n_frames": 5,
-                                                                    "seed": seed}, **extra}
+    return {"root": paths.DEMO_DATASET.format(section="videos", dataset=name),
+            "demo": {"n_sequences": n_sequences, "n_frames": 5, "seed": seed}, **extra}
 
 
 def video_config(videos: dict) -> dict:
@@ -65,7 +65,7 @@ def finished(tmp_path_factory) -> Workspace:
 
 
 def test_the_results_are_in_davis_s_layout_with_the_truth_as_frame_0(finished):
-    davis = DavisDataset(finished.work / paths.DEMO_VIDEO.format(dataset="clip"))
+    davis = DavisDataset(finished.work / paths.DEMO_DATASET.format(section="videos", dataset="clip"))
     assert davis.names == ["seq00", "seq01"]
     for sequence in davis.sequences:
         folder = finished.work / paths.VIDEO_RESULTS.format(checkpoint="a", dataset="clip", sequence=sequence.name)
@@ -81,7 +81,7 @@ def test_the_results_are_in_davis_s_layout_with_the_truth_as_frame_0(finished):
 
 def test_the_record_holds_the_scorer_s_measures_on_the_same_folder(finished):
     rec = record(finished, "clip")
-    davis = DavisDataset(finished.work / paths.DEMO_VIDEO.format(dataset="clip"))
+    davis = DavisDataset(finished.work / paths.DEMO_DATASET.format(section="videos", dataset="clip"))
     scores = score_results(finished.work / paths.VIDEO_RESULTS_ROOT.format(checkpoint="a", dataset="clip"), davis)
     summary = scores.summary()
     measures = {m["measure"]: m for m in rec["measures"]}
@@ -111,17 +111,17 @@ def test_the_tables_and_the_report_show_j_and_f(finished):
 
 
 def test_propagation_opens_only_first_frame_masks_and_scoring_the_rest(finished):
-    davis = DavisDataset(finished.work / paths.DEMO_VIDEO.format(dataset="clip"))
+    davis = DavisDataset(finished.work / paths.DEMO_DATASET.format(section="videos", dataset="clip"))
     rows = openings(finished)
     propagate = [r for r in rows if r["purpose"] == "propagate"]
     assert sorted(r["annotations_sha256"] for r in propagate) == sorted(
-        davis.annotations_sha256("first", [name]) for name in davis.names)
+        davis.labels_sha256("first", [name]) for name in davis.names)
     assert {(r["n_images"], r["setting"], r["checkpoint"]) for r in propagate} == {("1", SETTING, "a")}
     for name in davis.names:
         run = read_json(finished.work / paths.VIDEO_RUN.format(checkpoint="a", dataset="clip", sequence=name))
         assert run["opening_row_sha256"] in {r["row_sha256"] for r in propagate}
     scoring = [r for r in rows if r["purpose"] == "video-eval"]
-    assert len(scoring) == 1 and scoring[0]["annotations_sha256"] == davis.annotations_sha256("rest")
+    assert len(scoring) == 1 and scoring[0]["annotations_sha256"] == davis.labels_sha256("rest")
     assert int(scoring[0]["n_images"]) == len(davis.label_paths("rest")) == 8
     assert record(finished, "clip")["opening_row_sha256"] == scoring[0]["row_sha256"]
 
@@ -141,7 +141,7 @@ def test_adding_a_video_set_runs_only_its_jobs_and_opens_only_its_labels(finishe
     finished.write_config(video_config({"clip": demo_videos("clip", 2, 0, sealed=True, budget=3),
                                         "clip2": demo_videos("clip2", 1, 5)}))
     assert planned_jobs(finished.snakemake("--dry-run")) == {
-        "demo_video": 1, "video_sequences": 1, "score_video": 1, "scores": 1, "tables": 1, "figures": 1,
+        "demo_dataset": 1, "manifest": 1, "score_video": 1, "scores": 1, "tables": 1, "figures": 1,
         "html_report": 1, "all": 1}  # its propagate jobs are known once its sequences are listed
     ran = finished.snakemake(paths.VIDEO_RECORD.format(checkpoint="a", dataset="clip2"))  # tables aside, for time
     assert {rule: ran.count(f"rule {rule}:") for rule in ("propagate", "score_video", "demo_checkpoint")} == {
@@ -184,4 +184,4 @@ def test_the_real_davis_sequences_run_through_the_workflow(tmp_path):
     assert 0 < summary["j_mean"] < 100
     propagate = [r for r in openings(ws) if r["purpose"] == "propagate"]
     assert sorted(r["annotations_sha256"] for r in propagate) == sorted(
-        davis.annotations_sha256("first", [name]) for name in davis.names)
+        davis.labels_sha256("first", [name]) for name in davis.names)

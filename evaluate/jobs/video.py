@@ -17,7 +17,7 @@ def propagate(smk: Any) -> None:
     from evaluate.video.protocol import propagate_one
 
     propagate_one(checkpoint=checkpoint, checkpoint_file=Path(smk.input.checkpoint), spec=spec,
-                  manifest_file=Path(smk.input.manifest), sequence=str(smk.wildcards.sequence), settings=settings,
+                  manifest_file=Path(smk.params.manifest), sequence=str(smk.wildcards.sequence), settings=settings,
                   features=features, run_time=smk.params.run_time, out_dir=out_dir, out_run=out_run)
 
 

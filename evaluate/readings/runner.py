@@ -97,7 +97,6 @@ def write_meta(meta_path: str | os.PathLike, body: Callable[[], dict], *, identi
     from evaluate.plumbing.provenance import code_version, library_versions
 
     meta_path = Path(meta_path)
-    meta_path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         meta_path.unlink()
     report = body()

@@ -10,9 +10,10 @@ RECORDS.extend(expand(paths.VIDEO_RECORD, checkpoint=CHECKPOINTS, dataset=VIDEOS
 rule propagate:
     """One checkpoint on one sequence: its first frame's masks (an opening not counted against a budget) carried
     to every frame by nearest neighbours among the frozen patch tokens."""
+    # the sequence's frames, never the manifest: adding a sequence or a video set re-runs no existing propagation
+    # (the manifest exists before any of these jobs is planned: they come from its sequences)
     input:
         frames=sequence_source,
-        manifest=paths.MANIFEST,
         checkpoint=checkpoint_path,
     output:
         results=directory(paths.VIDEO_RESULTS),
@@ -30,6 +31,7 @@ rule propagate:
     params:
         checkpoint=checkpoint_of,
         dataset=dataset_of,
+        manifest=manifest_of,
         settings=PROPAGATION,
         features=features("device", "form"),
         run_time=run_time_of,
