@@ -98,7 +98,7 @@ def describe(state: Mapping[str, Any]) -> str:
     """A DINOv3 ViT in words: "DINOv3 ViT-7B/16 (4096 wide, SwiGLU hidden 8192, no qkv bias, 40 blocks)"."""
     embed = state.get("patch_embed.proj.weight")
     width, _, patch, _ = tuple(embed.shape) if is_tensor(embed) and embed.ndim == 4 else ("?", 0, "?", 0)
-    size = {384: "ViT-S", 768: "ViT-B", 1024: "ViT-L", 1280: "ViT-H", 4096: "ViT-7B"}.get(width, "a ViT")
+    size = {384: "ViT-S", 768: "ViT-B", 1024: "ViT-L", 1280: "ViT-H", 4096: "ViT-7B"}.get(width, "ViT")
     ffn = "SwiGLU" if ffn_of(state) == "swiglu" else "MLP"
     bias = any(key.endswith((".attn.qkv.bias", ".attn.q_bias")) for key in _block_keys(state))
     return (f"DINOv3 {size}/{patch} ({width} wide, {patch} x {patch} patches, {ffn} hidden {hidden_of(state)}, "
