@@ -120,7 +120,8 @@ def hf_dinov2(hub: Mapping[str, torch.Tensor], *, task: bool = False) -> dict[st
     if "register_tokens" in hub:
         out["embeddings.register_tokens"] = hub["register_tokens"]
     names = {"norm1.weight": "norm1.weight", "norm1.bias": "norm1.bias",
-             "attn.proj.weight": "attention.output.dense.weight", "attn.proj.bias": "attention.output.dense.bias", "ls1.gamma": "layer_scale1.lambda1",
+             "attn.proj.weight": "attention.output.dense.weight", "attn.proj.bias": "attention.output.dense.bias",
+             "ls1.gamma": "layer_scale1.lambda1",
              "norm2.weight": "norm2.weight", "norm2.bias": "norm2.bias", "mlp.fc1.weight": "mlp.fc1.weight",
              "mlp.fc1.bias": "mlp.fc1.bias", "mlp.fc2.weight": "mlp.fc2.weight", "mlp.fc2.bias": "mlp.fc2.bias",
              "ls2.gamma": "layer_scale2.lambda1"}
