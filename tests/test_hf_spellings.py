@@ -19,6 +19,7 @@ import safetensors.torch
 import torch
 from sources import COCO_MINI
 
+from evaluate.demo.checkpoints import make_demo_checkpoint
 from evaluate.networks import hf_forms
 from evaluate.networks.checkpoints import CheckpointError, convert_checkpoint, detect_format, load_backbone
 from evaluate.readings.images import keys480_input, open_rgb, tokens224_input
@@ -215,6 +216,16 @@ def test_meta_records_the_class_its_prefix_and_the_dropped_keys(tmp_path):
         "checkpoint_format": "hf", "spelling": "hf", "hf_class": "Dinov2WithRegistersForImageClassification",
         "hf_prefix": "dinov2_with_registers.", "hf_dropped": ["classifier.bias", "classifier.weight"]}
     assert "spelling" not in load_backbone(write(hub, tmp_path / "hub.pth"), "teacher").file_meta()
+
+
+@pytest.mark.parametrize("architecture, hf_class", [("dinov2-s14-reg4", "Dinov2WithRegistersModel")])  # ViT-S/16:
+def test_the_demo_writes_the_familys_networks_in_hugging_faces_spelling(tmp_path, architecture, hf_class):  # checkpoints
+    hub = make_demo_checkpoint(tmp_path / "hub.pth", "dino-backbone", seed=8, architecture=architecture)
+    hf = make_demo_checkpoint(tmp_path / "model.safetensors", "hf", seed=8, architecture=architecture)
+    assert hf_forms.model_class(safetensors.torch.load_file(str(hf))) == hf_class
+    want = load_backbone(hub, "teacher", "released").model.state_dict()
+    got = load_backbone(hf, "teacher", "released").model.state_dict()
+    assert sorted(got) == sorted(want) and all(torch.equal(got[key], want[key]) for key in want)
 
 
 # ----------------------------------------------------------------------------------------------------- refusals

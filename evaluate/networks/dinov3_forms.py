@@ -184,9 +184,10 @@ def dinov3_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str
 
 def dinov3_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) -> dict[str, Tensor]:
     """A DINOv3 backbone (hub names) as its files hold it, seeded (1): layout "dino" (the hub release: class token,
-    storage tokens where the backbone has none, `mask_token` zeros (1, D), the periods (the formula's where absent),
-    each qkv's `bias_mask` (1 | 0 | 1), final norm), "classifier" (that and a 1000-class head) or "backbone" (as
-    it is); variant "timm": timm's names (no periods, mask token or bias mask; q_bias and v_bias)."""
+    storage tokens where the backbone has none, `mask_token` zeros (1, D), each qkv's `bias_mask` (1 | 0 | 1),
+    final norm), "classifier" (that and a 1000-class head) or "backbone" (as it is); in every layout the periods
+    (the formula's where absent); variant "timm": timm's names (no periods, mask token or bias mask; q_bias and
+    v_bias)."""
     import torch
 
     from evaluate.networks import dinov3
@@ -195,13 +196,13 @@ def dinov3_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) 
         raise ArchitectureError(f"DINOv3 files have no {layout!r} layout")
     dim = backbone["patch_embed.proj.weight"].shape[0]
     out = dict(backbone)
+    out.setdefault(PERIODS, dinov3.formula_periods())  # every file written holds a DINOv3 marker, the backbone's too
     if layout != "backbone":
         gen = torch.Generator().manual_seed(1)
         front = {"cls_token": torch.randn(1, 1, dim, generator=gen) * 0.02}
         front[STORAGE] = out.pop(STORAGE) if STORAGE in out else torch.randn(1, 4, dim, generator=gen) * 0.02
         front[MASK_TOKEN] = torch.zeros(1, dim)
         out = front | out
-        out.setdefault(PERIODS, dinov3.formula_periods())
         for key in [k for k in out if k.endswith(".attn.qkv.bias")]:
             mask = torch.ones(3 * dim)
             mask[dim : 2 * dim] = 0
