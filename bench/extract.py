@@ -76,8 +76,8 @@ FORMS = ("backbone", "released")
 
 def default_form(architecture: str) -> str:
     """The form a row runs in unless --form says: DINOv2 with registers in the released form (class token and 4
-    registers in the forward, the hub's antialiased position rule), every other network in the backbone form
-    (`features.form`'s default)."""
+    registers in the forward, the hub's antialiased position rule) and DINOv3 (class token and 4 storage tokens in
+    the forward), every other network in the backbone form (`features.form`'s default)."""
     return "released" if REGISTRY[architecture].geometry.registers else "backbone"
 
 
