@@ -290,6 +290,17 @@ def test_every_file_of_s_and_s_plus_loads_with_its_spelling_recorded(tmp_path, n
                 "width": 384, "checkpoint_format": FILE_FORMAT[spelling], "form": form}
 
 
+def test_the_sat_493m_releases_unused_norm_is_dropped_and_its_normalisation_noted(tmp_path):
+    hub = hub_state("dinov3-s16", depth=1, seed=5)  # the SAT-493M ViT-L's extra keys, on a small network
+    sat = hub | {"local_cls_norm.weight": torch.ones(384), "local_cls_norm.bias": torch.zeros(384)}
+    loaded = load_backbone(write(sat, tmp_path / "dinov3_vitl16_pretrain_sat493m.pth"), "teacher", "released")
+    assert {"local_cls_norm.weight", "local_cls_norm.bias"} <= set(loaded.dropped)
+    assert_same_tensors(loaded.model.state_dict(), expected_form(hub, "released"), "sat")
+    meta = loaded.file_meta()
+    assert meta["normalisation"] == "imagenet"
+    assert meta["release_normalisation_not_used"] == "SAT-493M: mean (0.430, 0.411, 0.296), std (0.213, 0.156, 0.143)"
+
+
 def test_a_files_own_periods_are_used_and_recorded(tmp_path):
     hub = hub_state("dinov3-s16", depth=1, seed=4)
     own = dict(hub, **{"rope_embed.periods": hand_periods() * 1.25})
@@ -586,6 +597,12 @@ def test_a_distributed_checkpoint_is_refused_without_reading_its_metadata(tmp_pa
     assert "distributed checkpoint (DCP)" in message and "2 *.distcp shards" in message
     assert "torch.distributed.checkpoint.format_utils.dcp_to_torch_save" in message
     assert not marker.exists()
+
+
+def test_storage_tokens_under_both_names_are_refused(tmp_path):
+    hub = hub_state("dinov3-s16", depth=1)
+    message = refusal(write(hub | {"reg_token": hub["storage_tokens"].clone()}, tmp_path / "both.pth"))
+    assert "storage tokens under both names, storage_tokens and reg_token" in message
 
 
 def test_a_position_rule_does_not_apply_to_a_dinov3(tmp_path):

@@ -29,7 +29,7 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from evaluate.networks import ArchitectureError, is_tensor
-from evaluate.networks.forms import HEAD_LAYOUTS, _head, block_count
+from evaluate.networks.forms import HEAD_LAYOUTS, block_count, classifier_head
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made (the registry's own note says why)
     from torch import Tensor
@@ -210,7 +210,7 @@ def dinov3_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) 
         out["norm.weight"] = torch.ones(dim) + torch.randn(dim, generator=gen) * 0.01
         out["norm.bias"] = torch.randn(dim, generator=gen) * 0.01
         if layout in HEAD_LAYOUTS:
-            out.update(_head(dim, gen))
+            out.update(classifier_head(dim, gen))
     return _to_timm(out) if variant == "timm" else out
 
 

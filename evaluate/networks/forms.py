@@ -68,7 +68,8 @@ def _renamed(state: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, An
     return out
 
 
-def _head(dim: int, gen: torch.Generator) -> dict[str, Tensor]:
+def classifier_head(dim: int, gen: torch.Generator) -> dict[str, Tensor]:
+    """A seeded 1000-class head (`head.weight` (1000, dim), `head.bias`): the classifier layouts' (`HEAD_LAYOUTS`)."""
     import torch
 
     return {"head.weight": torch.randn(HEAD_CLASSES, dim, generator=gen) * 0.02, "head.bias": torch.zeros(HEAD_CLASSES)}
@@ -125,7 +126,7 @@ def _vit_full_form(backbone: Mapping[str, Tensor], layout: str) -> dict[str, Ten
     out["norm.weight"] = torch.ones(dim) + torch.randn(dim, generator=gen) * 0.01
     out["norm.bias"] = torch.randn(dim, generator=gen) * 0.01
     if layout in HEAD_LAYOUTS:
-        out.update(_head(dim, gen))
+        out.update(classifier_head(dim, gen))
     return out
 
 
@@ -281,7 +282,7 @@ def xcit_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) ->
     out["norm.weight"] = torch.ones(dim)
     out["norm.bias"] = torch.zeros(dim)
     if layout in HEAD_LAYOUTS:
-        out.update(_head(dim, gen))
+        out.update(classifier_head(dim, gen))
     return out
 
 
