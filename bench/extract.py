@@ -9,8 +9,8 @@ so the figures are those of an extract job.
 
 The default run times the seed's four (ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16). The DINO
 family of docs/design.md §11 (vit-s8, vit-b16, vit-b8, dinov2-{s,b,l}14[-reg4]) and DINOv3's ViTs of §14
-(dinov3-s16, -s16plus, -b16, -l16, -h16plus) are opt-in, named with --architectures: issue 25's three rows alone (ViT-S/8, ViT-B/16, DINOv2-S/14-reg4: 361 + 170 + 69 GFLOP per keys480
-image, counted as below) are three times the seed's four (50 + 50 + 61 + 40), and ViT-S/8's plain reference holds
+(dinov3-s16, -s16plus, -b16, -l16, -h16plus) are opt-in, named with --architectures: issue 25's three rows alone
+(ViT-S/8, ViT-B/16, DINOv2-S/14-reg4: 361 + 170 + 69 GFLOP per keys480 image, counted as below) are three times the seed's four (50 + 50 + 61 + 40), and ViT-S/8's plain reference holds
 6 x 3600^2 attention weights per image, so with them the default run would pass ten minutes on two cores. Issue 25's
 rows: `--images 2 --architectures vit-s16 vit-s8 vit-b16 dinov2-s14-reg4`. Each runs in the backbone form except
 DINOv2 with registers, which runs released, as the hub builds it: class token and 4 registers in the forward, the
