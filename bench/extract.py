@@ -8,13 +8,17 @@ seeded weights.
 so the figures are those of an extract job.
 
 The default run times the seed's four (ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16). The DINO
-family of docs/design.md §11 (vit-s8, vit-b16, vit-b8, dinov2-{s,b,l}14[-reg4]) is opt-in, named with
---architectures: issue 25's three rows alone (ViT-S/8, ViT-B/16, DINOv2-S/14-reg4: 361 + 170 + 69 GFLOP per keys480
-image, counted as below) are three times the seed's four (50 + 50 + 61 + 40), and ViT-S/8's plain reference holds
+family of docs/design.md §11 (vit-s8, vit-b16, vit-b8, dinov2-{s,b,l}14[-reg4]) and DINOv3's ViTs of §14
+(dinov3-s16, -s16plus, -b16, -l16, -h16plus) are opt-in, named with --architectures: issue 25's three rows alone
+(ViT-S/8, ViT-B/16, DINOv2-S/14-reg4: 361 + 170 + 69 GFLOP per keys480 image, counted as below) are three times the seed's four (50 + 50 + 61 + 40), and ViT-S/8's plain reference holds
 6 x 3600^2 attention weights per image, so with them the default run would pass ten minutes on two cores. Issue 25's
 rows: `--images 2 --architectures vit-s16 vit-s8 vit-b16 dinov2-s14-reg4`. Each runs in the backbone form except
 DINOv2 with registers, which runs released, as the hub builds it: class token and 4 registers in the forward, the
 37 x 37 table resampled by the antialiased rule, final norm on tokens224; --form makes every ViT run in one form.
+DINOv3's reference (`plain_dinov3_forward`) is their `DinoVisionTransformer` written out: rotary (sin, cos) recomputed
+for every block as their loop does, q and k rotated by `rotate_half`, explicit attention; --authors-sdpa makes it
+call `scaled_dot_product_attention` as their `SelfAttention.compute_attention` does, so the ratio is against their
+own code.
 
 Prints, per architecture, for keys480 (s x s input, s = p * round(480 / p): 480, or 476 for patch 14; the last
 block's keys) and tokens224 (224 x 224, the last block's output):
@@ -58,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import machine_line  # noqa: E402
 from bench.scale import add_job_options  # noqa: E402
-from evaluate.networks.registry import FAMILY, REGISTRY, SEED_ARCHITECTURES  # noqa: E402
+from evaluate.networks.registry import DINOV3, FAMILY, REGISTRY, SEED_ARCHITECTURES  # noqa: E402
 from evaluate.networks.xcit import FOURIER_DIM, FOURIER_TEMPERATURE, STEM_WIDTHS  # noqa: E402
 
 DIM, HIDDEN, DEPTH = 384, 1536, 12  # XCiT-S12/16's sizes (the ViTs' come from their geometry)
@@ -66,14 +70,14 @@ HEADS = {"6x64": 6, "8x48": 8}
 # The default run: the seed's four (the plain ViT first; Aug-ViT in circulant2). Issue 25's family is opt-in through
 # --architectures: ViT-S/8's keys480 (3,600 rows) alone costs about as much as the four together.
 DEFAULT_ARCHITECTURES = tuple(reversed(SEED_ARCHITECTURES))
-BENCH_ARCHITECTURES = DEFAULT_ARCHITECTURES + tuple(reversed(FAMILY))  # every registry name
+BENCH_ARCHITECTURES = DEFAULT_ARCHITECTURES + tuple(reversed(FAMILY)) + DINOV3  # every registry name
 FORMS = ("backbone", "released")
 
 
 def default_form(architecture: str) -> str:
     """The form a row runs in unless --form says: DINOv2 with registers in the released form (class token and 4
-    registers in the forward, the hub's antialiased position rule), every other network in the backbone form
-    (`features.form`'s default)."""
+    registers in the forward, the hub's antialiased position rule) and DINOv3 (class token and 4 storage tokens in
+    the forward), every other network in the backbone form (`features.form`'s default)."""
     return "released" if REGISTRY[architecture].geometry.registers else "backbone"
 
 
@@ -216,7 +220,66 @@ def plain_xcit_forward(model, x: Tensor) -> tuple[Tensor, Tensor]:
     return x, keys
 
 
+def plain_rope(periods: Tensor, H: int, W: int) -> tuple[Tensor, Tensor]:
+    """DINOv3's `RopePositionEmbedding.forward` (eval mode, "separate" coordinates): (sin, cos), each (H W, 64)."""
+    dd = {"device": periods.device, "dtype": torch.float32}
+    coords_h = torch.arange(0.5, H, **dd) / H
+    coords_w = torch.arange(0.5, W, **dd) / W
+    coords = torch.stack(torch.meshgrid(coords_h, coords_w, indexing="ij"), dim=-1).flatten(0, 1)
+    coords = 2.0 * coords - 1.0
+    angles = 2 * math.pi * coords[:, :, None] / periods[None, None, :]
+    angles = angles.flatten(1, 2).tile(2)
+    return torch.sin(angles), torch.cos(angles)
+
+
+def plain_rope_apply(x: Tensor, sin: Tensor, cos: Tensor) -> Tensor:
+    """DINOv3's `rope_apply`: x cos + rotate_half(x) sin, rotate_half by `chunk(2)` and `cat([-x2, x1])`."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return (x * cos) + (torch.cat([-x2, x1], dim=-1) * sin)
+
+
+def plain_dinov3_forward(model, x: Tensor, sdpa: bool = False) -> tuple[Tensor, Tensor]:
+    """DINOv3's `DinoVisionTransformer.forward_features` written out, every block in full: the patch embedding,
+    class and storage tokens concatenated in front; for every block the rope recomputed (their loop calls
+    `rope_embed(H=H, W=W)` per block); `SelfAttention.compute_attention`: qkv, reshape, unbind, transpose,
+    `apply_rope` (q and k cast to the rope's dtype, prefix rows split off, rotated, concatenated back), explicit
+    softmax(q k^T * scale) v (their own code: `scaled_dot_product_attention`, with `sdpa`), proj; LayerScale, the
+    MLP or SwiGLU as their modules; the final norm where the network has one. Keys: the last block's qkv output's
+    key third (a forward hook on `attn.qkv`), patch rows. Returns (output, keys), both (B, patches, D)."""
+    B, _, H, W = x.shape
+    p = model.patch_size
+    z = model.patch_embed.proj(x).flatten(2).transpose(1, 2)
+    front = [t.expand(B, -1, -1) for t in (model.cls_token, model.storage_tokens) if t is not None]
+    z = torch.cat([*front, z], dim=1)
+    prefix = model.extra_tokens
+    keys = None
+    for blk in model.blocks:
+        sin, cos = plain_rope(model.rope_embed.periods, H // p, W // p)
+        N, C = z.shape[1], z.shape[2]
+        heads = blk.attn.num_heads
+        qkv = blk.attn.qkv(blk.norm1(z))
+        keys = qkv[..., C : 2 * C]
+        q, k, v = torch.unbind(qkv.reshape(B, N, 3, heads, C // heads), 2)
+        q, k, v = [t.transpose(1, 2) for t in (q, k, v)]
+        q = torch.cat((q[:, :, :prefix], plain_rope_apply(q[:, :, prefix:], sin, cos)), dim=-2)
+        k = torch.cat((k[:, :, :prefix], plain_rope_apply(k[:, :, prefix:], sin, cos)), dim=-2)
+        if sdpa:
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:
+            out = ((q @ k.transpose(-2, -1)) * (C // heads) ** -0.5).softmax(dim=-1) @ v
+        z = z + blk.ls1(blk.attn.proj(out.transpose(1, 2).reshape(B, N, C)))
+        z = z + blk.ls2(blk.mlp(blk.norm2(z)))
+    if model.norm is not None:
+        z = model.norm(z)
+    return z[:, prefix:], keys[:, prefix:]
+
+
+AUTHORS_SDPA = False  # --authors-sdpa: DINOv3's reference attends as their code does
+
+
 def plain_forward(model, x: Tensor) -> tuple[Tensor, Tensor]:
+    if hasattr(model, "rope_embed"):
+        return plain_dinov3_forward(model, x, AUTHORS_SDPA)
     return plain_xcit_forward(model, x) if hasattr(model, "pos_embeder") else plain_vit_forward(model, x)
 
 
@@ -245,7 +308,9 @@ def flops_per_image(model, architecture: str, side: int, reading: str) -> float:
         p, dim, depth = geometry.patch, geometry.width, geometry.depth
         patches = (side // p) ** 2
         n = patches + model.extra_tokens
-        linear = n * (dim * 3 * dim + dim * dim + 2 * dim * 4 * dim) * 2
+        ffn = sum(layer.in_features * layer.out_features for layer in model.blocks[0].mlp.modules()
+                  if isinstance(layer, torch.nn.Linear))  # MLP 2 x 4 D^2; DINOv3's SwiGLU 3 D hidden
+        linear = n * (dim * 3 * dim + dim * dim + ffn) * 2
         embed = patches * (3 * p * p) * dim * 2
         block = linear + 2 * n * n * dim * 2  # q k^T and weights @ v, all heads
         if architecture == "augvit-s16":
@@ -307,7 +372,11 @@ def main(argv: list[str] | None = None) -> None:
                         f"seed's four, {', '.join(DEFAULT_ARCHITECTURES)})")
     parser.add_argument("--form", choices=FORMS, help="run every ViT in this form (default: DINOv2 with registers "
                         "released, every other backbone; XCiT has one form)")
+    parser.add_argument("--authors-sdpa", action="store_true", help="DINOv3's reference attends with "
+                        "scaled_dot_product_attention, as their code does (default: explicit softmax attention)")
     args = parser.parse_args(argv)
+    global AUTHORS_SDPA
+    AUTHORS_SDPA = args.authors_sdpa
     torch.set_num_threads(args.threads)
     size = 2048
     a, b, out = torch.randn(size, size), torch.randn(size, size), torch.empty(size, size)
@@ -326,7 +395,10 @@ def main(argv: list[str] | None = None) -> None:
         geometry = REGISTRY[architecture].geometry
         form = getattr(model, "form", "backbone")  # XCiT: one form
         label = architecture if form == "backbone" else f"{architecture} ({form})"
-        if form == "released":
+        if form == "released" and hasattr(model, "rope_embed"):
+            print(f"{label}: class token, {model.geometry.registers} storage tokens and final norm in the forward, "
+                  "rotary positions")
+        elif form == "released":
             print(f"{label}: class token, {model.geometry.registers} registers and final norm in the forward, position "
                   f"table for {math.isqrt(model.pos_embed.shape[1] - 1)}^2 patches resampled by the "
                   f"{model.position_rule!r} rule")

@@ -530,7 +530,8 @@ def test_a_variant_the_weights_fix_cannot_be_written_as_another():
 def test_every_architecture_is_in_the_registry():
     assert set(REGISTRY) == {"vit-s16", "vit-s16-layerscale", "augvit-s16", "xcit-s12-16",  # §9
                              "vit-s8", "vit-b16", "vit-b8",  # §11: DINO v1
-                             *(f"dinov2-{s}14{r}" for s in "sbl" for r in ("", "-reg4"))}  # §11: DINOv2
+                             *(f"dinov2-{s}14{r}" for s in "sbl" for r in ("", "-reg4")),  # §11: DINOv2
+                             "dinov3-s16", "dinov3-s16plus", "dinov3-b16", "dinov3-l16", "dinov3-h16plus"}  # §14
 
 
 def test_layerscale_under_both_names_is_refused():

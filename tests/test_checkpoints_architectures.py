@@ -51,7 +51,9 @@ def student_of(net: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 CASES = (
-    [("vit-s16-layerscale", fmt, naming) for fmt in FORMATS for naming in ("gamma_1", "ls1.gamma")]
+    # Hugging Face has no class for a LayerScale ViT-S/16 in DeiT III's `gamma_1` (tests/test_hf_spellings.py)
+    [("vit-s16-layerscale", fmt, naming) for fmt in FORMATS for naming in ("gamma_1", "ls1.gamma")
+     if (fmt, naming) != ("hf", "gamma_1")]
     + [("augvit-s16", fmt, "circulant2") for fmt in ("dino-backbone", "dino-train", "selfpatch-train", "backbone")]
     + [("xcit-s12-16", fmt, naming) for fmt in ("dino-backbone", "dino-train") for naming in ("official", "timm")]
     + [("xcit-s12-16", "backbone", "official")]

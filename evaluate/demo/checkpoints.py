@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from evaluate.demo import DemoError, print_made
-from evaluate.networks import registry
+from evaluate.networks import hf_forms, registry
 from evaluate.networks.forms import block_count
 from evaluate.networks.checkpoints import DEIT3_GROUP, FORMATS, NESTED_GROUPS, SAFETENSORS_SUFFIX
 from evaluate.networks.registry import ARCHITECTURES, REGISTRY
@@ -102,7 +102,7 @@ def _dinov2_train(backbone: dict[str, Tensor], student: dict[str, Tensor], full:
         if match:
             key = f"blocks.{int(match.group(1)) // per_chunk}.{key[len('blocks.'):]}"
         teacher[f"backbone.{key}"] = value
-    dim = released["pos_embed"].shape[-1]
+    dim = released["patch_embed.proj.weight"].shape[0]
     for seed, head in enumerate(("dino_head.", "ibot_head.")):
         teacher.update(_small_head(head, dim, seed))
     return {"teacher": teacher}
@@ -113,12 +113,20 @@ def _selfpatch_train(backbone: dict[str, Tensor], student: dict[str, Tensor], fu
     return _training_state(full(backbone, "backbone"), full(student, "backbone"), heads, "backbone.")
 
 
+def _hf(backbone: dict[str, Tensor], student: dict[str, Tensor], full: Full) -> dict[str, Tensor]:
+    """The network in Hugging Face's spelling (`save_pretrained`'s `model.safetensors` / `pytorch_model.bin`): its
+    released file (class token, registers, final norm) in the names of the base class that holds it."""
+    authors = full(backbone, "dino")
+    return hf_forms.to_hf(authors, hf_forms.base_class_for(authors))
+
+
 # format -> (teacher backbone, student backbone, full form) -> the file's top-level dict
 WRITERS: dict[str, Callable[[dict[str, Tensor], dict[str, Tensor], Full], dict[str, Any]]] = {
     "dinov2-train": _dinov2_train,
     "dino-train": _dino_train,
     "selfpatch-train": _selfpatch_train,
     "deit3": lambda backbone, student, full: {DEIT3_GROUP: full(backbone, "deit3")},
+    hf_forms.FORMAT: _hf,
     "classifier": lambda backbone, student, full: full(backbone, "classifier"),
     "dino-backbone": lambda backbone, student, full: full(backbone, "dino"),
     "backbone": lambda backbone, student, full: full(backbone, "backbone"),
@@ -180,7 +188,9 @@ def save_backbone(
     table unchanged and a 1000-class head; the training formats wrap the backbone (DINO: in its full form) as the
     teacher (and as the student, or `student` when given) beside small heads, an optimizer, epoch, args and a
     dino_loss center, as DINO's and SelfPatch's `train_*.py` save them; an XCiT teacher under `module.backbone.`
-    as DINO's DistributedDataParallel teacher.
+    as DINO's DistributedDataParallel teacher; "hf" the released file in Hugging Face's names (`ViTModel`,
+    `Dinov2Model`, `Dinov2WithRegistersModel`, `DINOv3ViTModel`; ArchitectureError for a network none of them
+    holds, such as a LayerScale ViT-S/16 in our `gamma_1` names, Aug-ViT or XCiT).
     naming: write another naming of the architecture ("ls1.gamma": timm's LayerScale names; "timm": timm's XCiT
     names); default ours.
     """
@@ -195,6 +205,8 @@ def save_backbone(
             nested = any(isinstance(value, Mapping) for value in state.values())  # training groups, DeiT III's model
             tensors = flatten_training_groups(state) if nested else {k: v.contiguous() for k, v in state.items()}
             metadata = {"format": fmt} | ({"epoch": str(state["epoch"])} if "epoch" in state else {})
+            if fmt == hf_forms.FORMAT:
+                metadata = {"format": "pt"}  # what transformers' save_pretrained writes
             write_safetensors(tmp, tensors, metadata)
         else:
             torch.save(state, tmp)

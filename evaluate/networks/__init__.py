@@ -1,6 +1,7 @@
-"""The networks and their files: the ViT-S/16 family (`vit`), XCiT-S12/16 (`xcit`), what each architecture's files
-hold and the converters to our backbone form (`forms`), the architecture registry (`registry`) and reading
-checkpoint files into a backbone (`checkpoints`).
+"""The networks and their files: the ViT-S/16 family (`vit`), XCiT-S12/16 (`xcit`), DINOv3's ViTs (`dinov3`), what
+each architecture's files hold and the converters to our backbone form (`forms`; DINOv3's spellings:
+`dinov3_forms`; Hugging Face's: `hf_forms`), the architecture registry (`registry`) and reading checkpoint files
+into a backbone (`checkpoints`).
 
 This module holds what the whole package shares and what other packages may name without importing torch: the
 error of an unsupported architecture, the architecture and network fields every record carries, the reference

@@ -11,14 +11,18 @@ one small pure function to the network's flat state dict:
 
 | format            | what it holds                                                      | what we take               |
 |-------------------|--------------------------------------------------------------------|----------------------------|
-| "dinov2-train"    | DINOv2's `{"teacher": ...}`: `backbone.*` (blocks may be chunked,  | the teacher's `backbone.*` |
-|                   | `backbone.blocks.{c}.{i}.*`), `dino_head.*` (and `ibot_head.*`)    | (prefix stripped)          |
+| "dinov2-train"    | DINOv2's and DINOv3's `{"teacher": ...}`: `backbone.*` (blocks may | the teacher's `backbone.*` |
+|                   | be chunked, `backbone.blocks.{c}.{i}.*`), `dino_head.*`,           | (prefix stripped)          |
+|                   | `ibot_head.*`                                                      |                            |
 | "dino-train"      | `student`, `teacher`, `optimizer`, `epoch`, `args`, `dino_loss`;   | the teacher's `backbone.*` |
 |                   | teacher `backbone.*` (DINO form: `backbone.cls_token`), `head.*`   | (prefix stripped); the     |
 | "selfpatch-train" | the same; `backbone.*` in SelfPatch form, `ca_head.*`, `c_head.*`, | heads and the rest dropped |
 |                   | `p_head.*`                                                         |                            |
 | "deit3"           | DeiT III's `{"model": ...}`: `cls_token`, a 196-row `pos_embed`,   | `model` (`module.`         |
 |                   | blocks, `norm.*`, `head.*`                                         | stripped), `head.*` out    |
+| "hf"              | flat, Hugging Face's names (`ViTModel`, `Dinov2Model`, `Dinov2With | the authors' names back    |
+|                   | RegistersModel`, `DINOv3ViTModel`; task models' `vit.`, `dinov2.`, | (`evaluate.networks.       |
+|                   | `dinov2_with_registers.` prefixes, `classifier.*`, `pooler.*`)     | hf_forms`), heads dropped  |
 | "classifier"      | flat, as "dino-backbone" plus `head.weight`, `head.bias` (the      | `head.*` dropped (logged)  |
 |                   | Aug-ViT authors' and timm's supervised releases)                   |                            |
 | "dino-backbone"   | flat: `cls_token`, `pos_embed` (1, 197, 384), blocks, `norm.*`     | as it is                   |
@@ -29,6 +33,10 @@ architecture inside it from its keys and shapes, and that architecture's convert
 class-token-free backbone form leaves out (class token, a class row of the position table, final norm, XCiT's
 class-attention blocks, Aug-ViT's derived index matrices) and renames other namings (timm's `ls1.gamma`, XCiT's
 `pos_embed.`) to ours.
+
+A torch distributed checkpoint (DCP: a folder of `.metadata` and `*.distcp` shards, as DINOv3's trainer writes
+`ckpt/<it>/` and `sharded_teacher_checkpoint/`) is refused before anything is read: torch reads `.metadata` with
+plain pickle. The message names `torch.distributed.checkpoint.format_utils.dcp_to_torch_save`.
 
 Student weights (`student`, keys `module.backbone.*` from DistributedDataParallel) are read only when asked for
 with `which="student"`. A teacher may read `backbone.*` or, where DINO wrapped it in DistributedDataParallel (XCiT,
@@ -55,14 +63,14 @@ import logging
 import os
 import pickle
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
 from evaluate import EvaluationError
-from evaluate.networks import ArchitectureError, describe_keys
+from evaluate.networks import ArchitectureError, describe_keys, dinov3_forms, hf_forms
 from evaluate.networks import registry as architectures
 from evaluate.networks.forms import unchunked
 from evaluate.networks.registry import Identified
@@ -79,6 +87,8 @@ TRAINING_GROUPS = ("student", "teacher", "dino_loss")
 DEIT3_GROUP = "model"  # DeiT III's file: {"model": state dict}, stored flat as `model.<key>` in safetensors
 NESTED_GROUPS = TRAINING_GROUPS + (DEIT3_GROUP,)
 SAFETENSORS_SUFFIX = ".safetensors"
+DCP_METADATA, DCP_SHARD = ".metadata", ".distcp"  # a torch distributed checkpoint's parts
+DCP_CONVERTER = "torch.distributed.checkpoint.format_utils.dcp_to_torch_save"
 
 _numpy_scalar = np.array(0.0)[()].__reduce__()[0]  # numpy._core.multiarray.scalar (numpy.core.* in numpy 1.x)
 
@@ -111,7 +121,9 @@ class LoadedCheckpoint:
     `evaluate.networks.xcit.XCiT`: both have `last_keys` and `tokens`); format: one of FORMATS; which: the network
     taken ("teacher" or "student"); sha256: of the file's bytes; path: the file; dropped: the keys of the selected
     state dict that were not taken (e.g. `cls_token`, `pos_embed[0]`, `norm.weight`, heads); identified: its
-    registry entry and variant (LayerScale naming, Aug-ViT mode, XCiT naming, "plain").
+    registry entry and variant (LayerScale naming, Aug-ViT mode, XCiT naming, "plain"); spelling: what meta.json
+    records of a DINOv3 network's or a Hugging Face file's spelling (`dinov3_forms.meta`, `hf_forms.meta`), else
+    nothing.
     """
 
     model: nn.Module
@@ -123,6 +135,7 @@ class LoadedCheckpoint:
     identified: Identified
     form: str = "backbone"
     position_rule: str = "dino"
+    spelling: dict[str, Any] = field(default_factory=dict)
 
     @property
     def architecture(self) -> str:
@@ -145,10 +158,10 @@ class LoadedCheckpoint:
     def file_meta(self) -> dict[str, Any]:
         """What a reading records of the file it ran (meta.json, a video run file): its path, sha256 and format,
         the architecture fields, the network taken, its form, position rule and geometry (patch, width, depth,
-        registers, both grids)."""
+        registers, both grids), and for a DINOv3 network or a Hugging Face file its spelling's fields."""
         return {"checkpoint_path": str(self.path), "checkpoint_sha256": self.sha256, "checkpoint_format": self.format,
                 **self.architecture_meta(), "which": self.which, "form": self.form,
-                "position_rule": self.position_rule, **self.model.geometry.as_meta()}
+                "position_rule": self.position_rule, **self.model.geometry.as_meta(), **self.spelling}
 
 
 # ----------------------------------------------------------------------------------------------------- reading files
@@ -226,17 +239,35 @@ def _looks_like_safetensors(path: Path) -> bool:
     return int.from_bytes(head[:8], "little") <= os.path.getsize(path) - 8
 
 
+def _refuse_distributed_checkpoint(path: Path) -> None:
+    """CheckpointError for a torch distributed checkpoint (a folder holding `.metadata` and `*.distcp` shards, or
+    one of its parts): torch reads `.metadata` with plain pickle, which section 2 forbids; nothing is opened."""
+    part = path.name == DCP_METADATA or path.suffix == DCP_SHARD
+    folder = path.parent if part else path
+    if not part and not (path.is_dir() and (path / DCP_METADATA).is_file() and any(path.glob(f"*{DCP_SHARD}"))):
+        return
+    shards = len(list(folder.glob(f"*{DCP_SHARD}")))
+    raise CheckpointError(
+        f"{path}: found a torch distributed checkpoint (DCP) {'part' if part else 'folder'} ({DCP_METADATA} and "
+        f"{shards} *{DCP_SHARD} shards), which is not read: torch reads its {DCP_METADATA} with plain pickle, which "
+        f"can run code; where you trust it, convert it once with {DCP_CONVERTER}('{folder}', 'checkpoint.pth') and "
+        "name that file"
+    )
+
+
 def read_checkpoint_file(path: str | os.PathLike) -> dict[str, Any]:
     """The checkpoint's top-level dict, read without running any code it may carry.
 
     Pickled files (zip or legacy `torch.save`) go through `torch.load(weights_only=True)` with `SAFE_GLOBALS`;
     safetensors files (recognised by their header, whatever their name) are read as tensors and a flattened training
     checkpoint is nested back (see the module docstring). Raises CheckpointError naming the file when it is missing,
-    a folder, empty, truncated, not a checkpoint, needs a refused global, or holds something other than a dict.
+    a folder (a distributed checkpoint's too), empty, truncated, not a checkpoint, needs a refused global, or holds
+    something other than a dict.
     """
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path}: checkpoint file not found")
+    _refuse_distributed_checkpoint(path)
     if path.is_dir():
         raise CheckpointError(f"{path}: is a folder, not a checkpoint file")
     if path.stat().st_size == 0:
@@ -321,6 +352,16 @@ def _is_flat(state: Mapping[str, Any]) -> bool:
     return _training_keys(state) is None and not _is_deit3(state)
 
 
+def _is_hf(state: Mapping[str, Any]) -> bool:
+    return _is_flat(state) and hf_forms.model_class(state) is not None
+
+
+def _unwrap_hf(state: Mapping[str, Any], which: str) -> tuple[dict[str, Any], list[str]]:
+    """Hugging Face's names back to the authors' (`hf_forms.hf_to_authors`): task prefix, `classifier.*` and
+    `pooler.*` off."""
+    return hf_forms.hf_to_authors(state)
+
+
 def _is_classifier(state: Mapping[str, Any]) -> bool:
     return _is_flat(state) and "cls_token" in state and any(str(key).startswith("head.") for key in state)
 
@@ -395,6 +436,7 @@ FORMAT_TABLE: dict[str, Format] = {
         Format("dino-train", _is_dino_train, _unwrap_training, training=True),
         Format("selfpatch-train", _is_selfpatch_train, _unwrap_training, training=True),
         Format("deit3", _is_deit3, _unwrap_deit3),
+        Format(hf_forms.FORMAT, _is_hf, _unwrap_hf),
         Format("classifier", _is_classifier, _unwrap_classifier),
         Format("dino-backbone", _is_dino_backbone, _unwrap_flat),
         Format("backbone", _is_backbone, _unwrap_flat),
@@ -408,13 +450,17 @@ def detect_format(state: Mapping[str, Any]) -> str:
 
     A dict with a `teacher` or `student` dict is a training checkpoint: "dino-train" when its teacher backbone has
     DINO's class token (`backbone.cls_token`, or `module.backbone.cls_token`), else "selfpatch-train". A dict with
-    a `model` dict is DeiT III's "deit3". Otherwise a flat state dict: "classifier" when it has `cls_token` and a
-    `head.*`, "dino-backbone" when it has `cls_token`, "backbone" when it has a patch embedding (`patch_embed.*`) and
-    blocks. Anything else raises CheckpointError listing some of its keys.
+    a `model` dict is DeiT III's "deit3". Otherwise a flat state dict: "hf" in Hugging Face's names, "classifier"
+    when it has `cls_token` and a `head.*`, "dino-backbone" when it has `cls_token`, "backbone" when it has a patch
+    embedding (`patch_embed.*`) and blocks. Anything else raises CheckpointError: a DINOv3 ConvNeXt by name, others
+    listing some of their keys.
     """
     for fmt in FORMAT_TABLE.values():
         if fmt.recognise(state):
             return fmt.name
+    refused = dinov3_forms.refusal(state)  # a ConvNeXt holds no ViT keys at all
+    if refused:
+        raise CheckpointError(f"{refused}; {architectures.SUPPORTED}")
     raise CheckpointError(
         "not a recognised checkpoint format (expected a DINO or SelfPatch backbone or training checkpoint); "
         f"top-level keys: {describe_keys([str(k) for k in state])}"
@@ -477,8 +523,23 @@ def load_backbone(path: str | os.PathLike, which: str, form: str,
         model = architectures.materialise(identified, weights, rule, form)
     except (CheckpointError, ArchitectureError) as exc:
         raise CheckpointError(f"{path}: {exc}") from None
+    spelling = spelling_meta(state, fmt, identified, model, unwrapped, unwrapped + left_out)
     log.info("%s: a %s checkpoint, its %s: %s (%s), %s form, position rule %s; dropped by the format: %s; left out "
              "of the form: %s", path, fmt, which, identified.architecture.title, identified.variant, form, rule,
              describe_keys(unwrapped) or "nothing", describe_keys(left_out) or "nothing")
     return LoadedCheckpoint(model=model, format=fmt, which=which, sha256=sha256_file(path), path=path,
-                            dropped=unwrapped + left_out, identified=identified, form=form, position_rule=rule)
+                            dropped=unwrapped + left_out, identified=identified, form=form, position_rule=rule,
+                            spelling=spelling)
+
+
+def spelling_meta(state: Mapping[str, Any], fmt: str, identified: Identified, model: nn.Module,
+                  unwrapped: list[str], dropped: list[str]) -> dict[str, Any]:
+    """meta.json's spelling fields: a Hugging Face file's (`hf_forms.meta`: class, prefix, keys the format dropped)
+    and a DINOv3 network's (`dinov3_forms.meta`: spelling "hub", "timm", "hf" or "teacher", FFN, storage tokens,
+    the periods' source); nothing for other files."""
+    meta = hf_forms.meta(state, unwrapped) if fmt == hf_forms.FORMAT else {}
+    if isinstance(identified.architecture, architectures.RopeArchitecture):
+        spelling = (hf_forms.FORMAT if fmt == hf_forms.FORMAT else
+                    dinov3_forms.TEACHER if FORMAT_TABLE[fmt].training else identified.variant)
+        meta |= dinov3_forms.meta(spelling, model, dropped)
+    return meta

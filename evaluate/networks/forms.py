@@ -31,6 +31,7 @@ CLASS_ROW_LAYOUTS = ("dino", "classifier")
 HEAD_LAYOUTS = ("deit3", "classifier")
 HEAD_CLASSES = 1000
 CLASS_EXTRAS = ("cls_token", "norm.weight", "norm.bias")  # what the class-token-free backbone form leaves out
+REGISTER_NAMES = ("register_tokens", "storage_tokens")  # DINOv2's registers, DINOv3's storage tokens: out of it too
 UNUSED_EXTRAS = ("masked_embed", "mask_token")  # iBOT's and DINOv2's masking tokens: no forward uses them
 LAYERSCALE_TIMM = {"gamma_1": "ls1.gamma", "gamma_2": "ls2.gamma"}  # LayerScale names: ours (DeiT III's) -> timm's
 AUG_SHORTCUTS = ("augs_attn", "augs_attn2", "augs", "augs2")
@@ -67,7 +68,8 @@ def _renamed(state: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, An
     return out
 
 
-def _head(dim: int, gen: torch.Generator) -> dict[str, Tensor]:
+def classifier_head(dim: int, gen: torch.Generator) -> dict[str, Tensor]:
+    """A seeded 1000-class head (`head.weight` (1000, dim), `head.bias`): the classifier layouts' (`HEAD_LAYOUTS`)."""
     import torch
 
     return {"head.weight": torch.randn(HEAD_CLASSES, dim, generator=gen) * 0.02, "head.bias": torch.zeros(HEAD_CLASSES)}
@@ -96,9 +98,10 @@ def has_class_row(state: Mapping[str, Any]) -> bool:
 
 
 def backbone_of(released: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The backbone form of a released-form state dict in our layout (docs/design.md §11): class token, registers
-    and final norm out, and row 0 of a 1 + g^2-row table (the class position) out."""
-    taken, dropped = _drop(released, lambda key: key in CLASS_EXTRAS or key == "register_tokens")
+    """The backbone form of a released-form state dict in our layout (docs/design.md §11, §14): class token,
+    registers (DINOv3's storage tokens) and final norm out, and row 0 of a 1 + g^2-row table (the class position)
+    out."""
+    taken, dropped = _drop(released, lambda key: key in CLASS_EXTRAS or key in REGISTER_NAMES)
     pos = taken.get("pos_embed")
     if "cls_token" in released and is_tensor(pos) and pos.ndim == 3 and _is_class_row_table(pos.shape[1]):
         taken["pos_embed"] = pos[:, 1:]
@@ -123,7 +126,7 @@ def _vit_full_form(backbone: Mapping[str, Tensor], layout: str) -> dict[str, Ten
     out["norm.weight"] = torch.ones(dim) + torch.randn(dim, generator=gen) * 0.01
     out["norm.bias"] = torch.randn(dim, generator=gen) * 0.01
     if layout in HEAD_LAYOUTS:
-        out.update(_head(dim, gen))
+        out.update(classifier_head(dim, gen))
     return out
 
 
@@ -279,7 +282,7 @@ def xcit_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) ->
     out["norm.weight"] = torch.ones(dim)
     out["norm.bias"] = torch.zeros(dim)
     if layout in HEAD_LAYOUTS:
-        out.update(_head(dim, gen))
+        out.update(classifier_head(dim, gen))
     return out
 
 

@@ -13,6 +13,9 @@
 | "dinov2-{s,b,l}14",  | `vit`   | patch 14 with `ls1.gamma` (blocks chunked or not);   | "dinov2" (hub, training),      |
 | "dinov2-{s,b,l}14-   |         | D 384 / 768 / 1024 (12 / 12 / 24 blocks); 0 or 4     | "timm" (`reg_token`, class row |
 | reg4"                |         | registers (`register_tokens`, timm's `reg_token`)    | folded into `cls_token`)       |
+| "dinov3-{s16,        | `dinov3`| no position table, LayerScale, a DINOv3 marker       | "hub" (hub, training teacher,  |
+| s16plus, b16, l16,   |         | (`storage_tokens`, `rope_embed.periods`, `bias_mask`;| Hugging Face's once read),     |
+| h16plus}"            |         | timm's `reg_token`, `q_bias`, `fc1_g`); D and FFN    | "timm" (`reg_token`, `gamma_1`)|
 
 Heads are D / 64 (XCiT: 8 x 48). A state dict here is the network's own flat dict, after the file format's wrapping is
 taken off (`evaluate.networks.checkpoints`). An entry (`Architecture`) holds how its kind is recognised, its pure
@@ -22,9 +25,14 @@ position rule, its network, and the words for what was found instead. `convert` 
 (docs/design.md §11; `forms.backbone_of` takes the class token, registers and final norm out), and `materialise`
 loads it strictly into a network built for it.
 
+DINOv3's entries (`RopeArchitecture`, docs/design.md §14) read the depth from the file (recorded, not checked), build
+`evaluate.networks.dinov3.DinoV3ViT` for what the weights hold (class token, storage tokens, final norm, periods from
+the file or the formula) and have no position table to resample (their position rule is "rope").
+
 Refused, with one line naming what was found and what is supported (`ArchitectureError`): CaiT proper (talking-heads
 `attn.proj_l` / `attn.proj_w`, class-attention blocks `blocks_token_only.*`), the DINOv2 giant (SwiGLU `mlp.w12` /
-`mlp.w3`), XCiT with patch 8 (a conv stem of three stages), and any other width, patch or depth.
+`mlp.w3`), XCiT with patch 8 (a conv stem of three stages), DINOv3's ViT-7B and ConvNeXts
+(`evaluate.networks.dinov3_forms.refusal`), and any other width, patch or depth.
 """
 
 from __future__ import annotations
@@ -34,7 +42,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from evaluate.networks import ARCHITECTURE_FIELDS, AUG_MODES, FORMS, ArchitectureError, describe_keys, forms, is_tensor
+from evaluate.networks import (ARCHITECTURE_FIELDS, AUG_MODES, FORMS, ArchitectureError, describe_keys, dinov3_forms,
+                               forms, is_tensor)
 from evaluate.networks.forms import block_count
 from evaluate.pixels.geometry import SEED, Geometry
 
@@ -109,6 +118,64 @@ class Architecture:
             class_token=class_token, registers=registers, final_norm=final_norm, position_rule=position_rule)
         model.geometry = self.geometry  # the checkpoint's registers, whichever form runs
         return model
+
+    def network_for(self, variant: str, weights: Mapping[str, Any], position_rule: str = "dino") -> nn.Module:
+        """The network that holds exactly `weights` (either form, in our layout): its class token, registers and
+        final norm where `weights` has them, its position table for the grid the stored rows say."""
+        class_token = "cls_token" in weights
+        pos = weights.get("pos_embed")
+        rows = pos.shape[1] - int(class_token) if is_tensor(pos) and pos.ndim == 3 else 0
+        grid = math.isqrt(max(rows, 0))
+        registers = weights.get("register_tokens")
+        return self.build(
+            variant, pos_grid=grid if grid * grid == rows and grid else None, class_token=class_token,
+            registers=int(registers.shape[1]) if is_tensor(registers) and registers.ndim == 3 else 0,
+            final_norm="norm.weight" in weights, position_rule=position_rule)
+
+
+ROPE_RULE = "rope"  # DINOv3's position rule: rotary positions, no table to resample
+
+
+@dataclass(frozen=True)
+class RopeArchitecture(Architecture):
+    """A DINOv3 ViT (docs/design.md §14): `ffn` "mlp" or "swiglu"; the depth is read from the file and recorded
+    (`geometry.depth` is the release's, for freshly built networks); no position table (rule "rope")."""
+
+    ffn: str = "mlp"
+
+    def supported_shape(self, state: Mapping[str, Any]) -> bool:
+        from evaluate.networks import dinov3
+
+        g = self.geometry
+        return (_shape(state, "patch_embed.proj.weight") == (g.width, 3, g.patch, g.patch)
+                and dinov3_forms.ffn_of(state) == self.ffn
+                and dinov3_forms.hidden_of(state) == dinov3.ffn_hidden(g.width, self.ffn))
+
+    def default_position_rule(self, training: bool) -> str:
+        return ROPE_RULE
+
+    def build(self, variant: str, *, pos_grid: int | None = None, class_token: bool = False, registers: int = 0,
+              final_norm: bool = False, position_rule: str = ROPE_RULE, depth: int | None = None,
+              periods_from_file: bool = True) -> nn.Module:
+        """The network (their random initialisation), in the backbone form unless the released form's parts are
+        asked for; `registers` storage tokens in front; depth the release's unless given."""
+        from evaluate.networks import dinov3
+
+        if position_rule != ROPE_RULE:
+            raise ArchitectureError(f"{self.title} has rotary positions and no position table: position_rule "
+                                    f"{position_rule!r} does not apply (leave it out of the checkpoint's entry)")
+        return dinov3.DinoV3ViT(self.geometry.width, self.geometry.depth if depth is None else depth, self.ffn,
+                                class_token=class_token, storage_tokens=registers, final_norm=final_norm,
+                                periods_from_file=periods_from_file, registers=self.geometry.registers)
+
+    def network_for(self, variant: str, weights: Mapping[str, Any], position_rule: str = ROPE_RULE) -> nn.Module:
+        """The DINOv3 network holding exactly `weights`: depth from the block numbers, class token, storage tokens
+        and final norm where they are, the periods a loaded buffer where the weights have them."""
+        storage = weights.get(dinov3_forms.STORAGE)
+        return self.build(variant, class_token="cls_token" in weights,
+                          registers=int(storage.shape[1]) if is_tensor(storage) and storage.ndim == 3 else 0,
+                          final_norm="norm.weight" in weights, position_rule=position_rule,
+                          depth=block_count(weights), periods_from_file=dinov3_forms.PERIODS in weights)
 
 
 @dataclass(frozen=True)
@@ -224,6 +291,33 @@ def _dinov2(width: int, depth: int, registers: int) -> Architecture:
     )
 
 
+def _dinov3_recogniser(width: int, ffn: str) -> Callable[[Mapping[str, Any]], str | None]:
+    """A DINOv3 ViT of this width and feed-forward, in either naming."""
+    def recognise(state: Mapping[str, Any]) -> str | None:
+        variant = dinov3_forms.recognise_dinov3(state)
+        patch = _shape(state, "patch_embed.proj.weight")
+        if variant is None or patch is None or patch[0] != width or dinov3_forms.ffn_of(state) != ffn:
+            return None
+        return variant
+    return recognise
+
+
+def _derive_rope_periods(model: nn.Module) -> None:
+    """DINOv3: periods the file did not hold, from the formula (after a meta-device build they are empty)."""
+    model.rope_embed.derive()
+
+
+def _dinov3(name: str) -> RopeArchitecture:
+    title, width, ffn, depth = dinov3_forms.MEMBERS[name]
+    geometry = Geometry(dinov3_forms.PATCH, width, depth, 4)
+    return RopeArchitecture(
+        name, title, f"{geometry.heads}x64", dinov3_forms.SPELLINGS, geometry, pos_grid=0,
+        recognise=_dinov3_recogniser(width, ffn), to_released=dinov3_forms.dinov3_to_released,
+        full_form=dinov3_forms.dinov3_full_form, block="rope",
+        describe=dinov3_forms.describe, derive_buffers=_derive_rope_periods, released_rule=ROPE_RULE, ffn=ffn,
+    )
+
+
 DINOV2_HUB_GRID = 37  # the DINOv2 hub files' tables are for 518-px inputs: 37 x 37 patches of 14
 
 REGISTRY: dict[str, Architecture] = {  # `identify` tries them in this order; the first that recognises the keys wins
@@ -240,6 +334,7 @@ REGISTRY: dict[str, Architecture] = {  # `identify` tries them in this order; th
             full_form=forms.augvit_full_form, block="aug", describe=_describe_vit,
             derive_buffers=_derive_circulant_indices, fixed_variant="mode",
         ),
+        *(_dinov3(name) for name in dinov3_forms.MEMBERS),
         *(_dinov2(width, depth, registers) for registers in (0, 4)
           for width, depth in ((384, 12), (768, 12), (1024, 24))),
         Architecture(
@@ -253,14 +348,20 @@ REGISTRY: dict[str, Architecture] = {  # `identify` tries them in this order; th
 }
 ARCHITECTURES = tuple(REGISTRY)
 SEED_ARCHITECTURES = ("xcit-s12-16", "augvit-s16", "vit-s16-layerscale", "vit-s16")  # docs/design.md §9's
-FAMILY = tuple(name for name in ARCHITECTURES if name not in SEED_ARCHITECTURES)  # §11's beside ViT-S/16
+DINOV3 = tuple(dinov3_forms.MEMBERS)  # §14's
+FAMILY = tuple(name for name in ARCHITECTURES if name not in SEED_ARCHITECTURES + DINOV3)  # §11's beside ViT-S/16
 _TITLES = [arch.title for arch in reversed(REGISTRY.values())]
 SUPPORTED = f"supported: {', '.join(_TITLES[:-1])} and {_TITLES[-1]}"  # what every refusal ends with
 
 
 def _refuse_unsupported(state: Mapping[str, Any]) -> None:
-    """Raise ArchitectureError for the refused architectures that markers alone give away (CaiT)."""
-    swiglu = sorted({m.group(0) for key in state if (m := re.search(r"mlp\.w(12|3)\.", key))})
+    """Raise ArchitectureError for the refused architectures that markers alone give away (DINOv3's ViT-7B and
+    ConvNeXts, the DINOv2 giant, CaiT)."""
+    refused = dinov3_forms.refusal(state)
+    if refused:
+        raise ArchitectureError(f"{refused}; {SUPPORTED}")
+    giant = any(re.search(r"mlp\.w12\.", key) for key in state)  # DINOv3's SwiGLU (w1, w2, w3) loads
+    swiglu = sorted({m.group(0) for key in state if (m := re.search(r"mlp\.w(12|3)\.", key))}) if giant else []
     if swiglu:
         width = (_shape(state, "patch_embed.proj.weight") or ("?",))[0]
         depth = block_count(forms.unchunked(state))
@@ -324,17 +425,8 @@ def build(identified: Identified) -> nn.Module:
 
 
 def build_for(identified: Identified, weights: Mapping[str, Any], position_rule: str = "dino") -> nn.Module:
-    """The network that holds exactly `weights` (either form, in our layout): its class token, registers and final
-    norm where `weights` has them, its position table for the grid the stored rows say."""
-    class_token = "cls_token" in weights
-    pos = weights.get("pos_embed")
-    rows = pos.shape[1] - int(class_token) if is_tensor(pos) and pos.ndim == 3 else 0
-    grid = math.isqrt(max(rows, 0))
-    registers = weights.get("register_tokens")
-    return identified.architecture.build(
-        identified.variant, pos_grid=grid if grid * grid == rows and grid else None, class_token=class_token,
-        registers=int(registers.shape[1]) if is_tensor(registers) and registers.ndim == 3 else 0,
-        final_norm="norm.weight" in weights, position_rule=position_rule)
+    """The network that holds exactly `weights` (either form, in our layout): `Architecture.network_for`."""
+    return identified.architecture.network_for(identified.variant, weights, position_rule)
 
 
 # ----------------------------------------------------------------------------------------------------- strict loading
