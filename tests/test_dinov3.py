@@ -27,7 +27,7 @@ from evaluate.demo.checkpoints import demo_network, make_demo_checkpoint
 from evaluate.networks.checkpoints import CheckpointError, convert_checkpoint, detect_format, load_backbone
 from evaluate.networks.dinov3 import RotaryPositions, rotary_angles, rotate
 from evaluate.networks.registry import DINOV3, REGISTRY
-from evaluate.readings.images import normalise, open_rgb
+from evaluate.pixels.images import normalise, open_rgb
 
 # DESIGN 14's table: name -> (D, FFN, hidden, depth of the release, parameters of the module, of the backbone form)
 MEMBERS = {
@@ -509,8 +509,8 @@ def test_the_key_bias_is_masked_and_a_file_without_a_mask_applies_its_bias(tmp_p
     unmasked = {k: v for k, v in hub.items() if not k.endswith("bias_mask")}
     x = torch.randn(1, 3, 48, 64, generator=torch.Generator().manual_seed(7))
     with torch.no_grad():
-        masked_keys = load_backbone(write(hub, tmp_path / "hub.pth"), "teacher").model.last_keys(x)
-        bias_keys = load_backbone(write(unmasked, tmp_path / "no_mask.pth"), "teacher").model.last_keys(x)
+        masked_keys = load_backbone(write(hub, tmp_path / "hub.pth"), "teacher", "backbone").model.last_keys(x)
+        bias_keys = load_backbone(write(unmasked, tmp_path / "no_mask.pth"), "teacher", "backbone").model.last_keys(x)
     want, _ = reference_forward(hub, x, "backbone")
     assert relative(masked_keys, want) <= 1e-6
     # without the mask the stored key bias is added as it is
@@ -523,7 +523,7 @@ def test_the_key_bias_is_masked_and_a_file_without_a_mask_applies_its_bias(tmp_p
 
 def refusal(path: Path, **kwargs) -> str:
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, "teacher", **kwargs)
+        load_backbone(path, "teacher", **{"form": "backbone", **kwargs})
     message = str(info.value)
     assert message.startswith(f"{path}: ") and "\n" not in message, message
     return message
@@ -620,7 +620,7 @@ def test_the_demo_writes_a_seeded_dinov3_s16_in_hugging_faces_spelling_that_load
     assert {"embeddings.register_tokens", "layer.0.attention.q_proj.weight", "layer.11.mlp.up_proj.weight",
             "layer.0.layer_scale1.lambda1", "norm.weight"} <= keys
     assert not any(key.endswith(("k_proj.bias", "bias_mask", "periods")) or key.startswith("blocks.") for key in keys)
-    loaded = load_backbone(path, "teacher")
+    loaded = load_backbone(path, "teacher", "backbone")
     assert (loaded.format, loaded.architecture, loaded.file_meta()["spelling"]) == ("hf", "dinov3-s16", "hf")
     seeded = demo_network("dinov3-s16", 7).state_dict()
     want = {k: v for k, v in seeded.items() if k != "storage_tokens" and k != "rope_embed.periods"}

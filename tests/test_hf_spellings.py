@@ -22,7 +22,7 @@ from sources import COCO_MINI
 from evaluate.demo.checkpoints import make_demo_checkpoint
 from evaluate.networks import hf_forms
 from evaluate.networks.checkpoints import CheckpointError, convert_checkpoint, detect_format, load_backbone
-from evaluate.readings.images import keys480_input, open_rgb, tokens224_input
+from evaluate.pixels.images import keys480_input, open_rgb, tokens224_input
 
 # name -> (D, patch, registers, DINOv2, table rows (1 + grid^2))
 MEMBERS = {
@@ -210,12 +210,12 @@ def test_a_hugging_face_file_gives_its_hub_files_features_byte_for_byte(tmp_path
 
 def test_meta_records_the_class_its_prefix_and_the_dropped_keys(tmp_path):
     hub = hub_state("dinov2-s14-reg4", seed=4)
-    loaded = load_backbone(write(hf_dinov2(hub, task=True), tmp_path / "model.safetensors"), "teacher")
+    loaded = load_backbone(write(hf_dinov2(hub, task=True), tmp_path / "model.safetensors"), "teacher", "backbone")
     meta = loaded.file_meta()
     assert {k: meta[k] for k in ("checkpoint_format", "spelling", "hf_class", "hf_prefix", "hf_dropped")} == {
         "checkpoint_format": "hf", "spelling": "hf", "hf_class": "Dinov2WithRegistersForImageClassification",
         "hf_prefix": "dinov2_with_registers.", "hf_dropped": ["classifier.bias", "classifier.weight"]}
-    assert "spelling" not in load_backbone(write(hub, tmp_path / "hub.pth"), "teacher").file_meta()
+    assert "spelling" not in load_backbone(write(hub, tmp_path / "hub.pth"), "teacher", "backbone").file_meta()
 
 
 @pytest.mark.parametrize("architecture, hf_class", [("dinov2-s14-reg4", "Dinov2WithRegistersModel")])  # ViT-S/16:
@@ -233,7 +233,7 @@ def test_the_demo_writes_the_familys_networks_in_hugging_faces_spelling(tmp_path
 
 def refusal(path: Path) -> str:
     with pytest.raises(CheckpointError) as info:
-        load_backbone(path, "teacher")
+        load_backbone(path, "teacher", "backbone")
     message = str(info.value)
     assert message.startswith(f"{path}: ") and "\n" not in message, message
     return message

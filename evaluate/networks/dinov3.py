@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from evaluate.networks.vit import AttentionTap, Mlp, PatchEmbed, float32_island, key_projection, patch_grid
-from evaluate.readings.geometry import HEAD_DIM, Geometry
+from evaluate.pixels.geometry import HEAD_DIM, Geometry
 
 PATCH = 16
 LN_EPS = 1e-5  # their `layernormbf16`; DINOv2's and DINO's are 1e-6
