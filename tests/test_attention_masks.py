@@ -349,3 +349,14 @@ def test_a_selfpatch_backbone_and_xcit_have_no_reading_said_by_name(tmp_path):
     with pytest.raises(ClassAttentionError, match="SelfPatch backbone: no class token"):
         class_token_attention(selfpatch, x)
     assert class_token_attention(dino, x).shape == (1, 6, 2, 3)
+
+
+def test_the_published_rows_are_dinos_figure_4_table():
+    from evaluate.outputs.published import benchmark_size, published_rows
+
+    assert benchmark_size("voc12-seg") == 1449
+    for architecture, want in (("vit-s16", {"Random": 22.0, "Supervised": 27.3, "DINO": 45.9}),
+                               ("vit-s8", {"Random": 21.8, "Supervised": 23.7, "DINO": 44.7})):
+        rows = published_rows(architecture, "voc12-seg")
+        assert {r.method: r.value for r in rows} == want and {r.measure for r in rows} == {MEASURE}
+        assert all("Figure 4" in r.source for r in rows)
