@@ -14,7 +14,7 @@ from evaluate.demo.segmentation import make_demo_voc_segmentation
 from evaluate.networks import vit
 from evaluate.outputs.attention_mask_figures import attention_mask_figures, entry_maps
 from evaluate.readings.cls_attention import read_class_attention
-from evaluate.readings.geometry import Geometry
+from evaluate.pixels.geometry import Geometry
 
 
 @pytest.fixture(scope="module")

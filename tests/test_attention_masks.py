@@ -41,7 +41,7 @@ from evaluate.readings.cls_attention import (
     not_applicable,
     read_class_attention,
 )
-from evaluate.readings.geometry import Geometry
+from evaluate.pixels.geometry import Geometry
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -352,7 +352,7 @@ def test_a_selfpatch_backbone_and_xcit_have_no_reading_said_by_name(tmp_path):
 
 
 def test_the_published_rows_are_dinos_figure_4_table():
-    from evaluate.outputs.published import benchmark_size, published_rows
+    from evaluate.datasets.benchmarks import benchmark_size, published_rows
 
     assert benchmark_size("voc12-seg") == 1449
     for architecture, want in (("vit-s16", {"Random": 22.0, "Supervised": 27.3, "DINO": 45.9}),

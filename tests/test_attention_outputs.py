@@ -74,7 +74,8 @@ def test_the_record_holds_spread_summary_of_its_shards_and_opens_nothing(ledger)
     spread_entry = next(m for m in rec["measures"] if m["measure"] == "attention_spread")
     assert spread_entry["value"] == pytest.approx(100 * spread[:, -1].astype(np.float64).mean(), rel=1e-12)
     assert records["x"]["measures"] == [] and records["x"]["attention_tables"] is None
-    assert "across channels" in records["x"]["attention_absent"]
+    assert "across channels" in records["x"]["absent"]["reason"]
+    assert records["x"]["absent"]["measures"] == ["attention_spread", "attention_entropy"]
     assert not (ledger / "openings.csv").exists()
     assert verify_ledger(ledger) == {"openings": 0, "records": 3, "measures": 4}
 

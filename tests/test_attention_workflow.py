@@ -94,7 +94,7 @@ def test_the_record_equals_spread_summary_of_the_shards_inputs(finished):
 def test_xcit_is_absent_and_shows_a_dash(finished):
     results = finished.work / "results"
     record = json.loads((results / "ledger" / "records" / "attention" / "x" / "val.json").read_text())
-    assert record["measures"] == [] and record["attention_tables"] is None and record["attention_absent"]
+    assert record["measures"] == [] and record["attention_tables"] is None and record["absent"]["reason"]
     md = (results / "tables" / "checkpoints_val.md").read_text()
     lines = [line for line in md.splitlines() if line.startswith("|")]
     names = [c.strip() for c in lines[0].split("|")]

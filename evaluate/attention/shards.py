@@ -8,7 +8,7 @@
 - `write_attention_record` (job `attention_record`): the shards of a checkpoint on a data set -> one label-free
   ledger record of kind `attention` (no opening: `opening_row_sha256` null), measures `attention_spread` and
   `attention_entropy` (`summary.spread_summary`), the (blocks x heads) tables in `attention_tables`; for XCiT no
-  measures, `attention_tables` null and `attention_absent`, the reason.
+  measures, `attention_tables` null and `absent`: the reason and the measures it lacks.
 - `write_attention_rows` (job `attention_rows`): one image's attention rows of one query patch in the last block,
   per head, for the per-patch figure, through the runner too.
 
@@ -103,9 +103,10 @@ def write_attention_record(*, checkpoint: str, run: str | None, epoch: int | Non
     started = time.time()
     identity, image_ids, entropy, spread = read_shards(shard_files)
     if entropy is None:
+        from evaluate.attention.summary import ENTROPY, SPREAD
         from evaluate.readings.attention_spread import ABSENT
 
-        measures, tables, fields = [], None, {"attention_absent": ABSENT}
+        measures, tables, fields = [], None, {"absent": {"reason": ABSENT, "measures": [SPREAD, ENTROPY]}}
     else:
         measures, tables = spread_summary(image_ids, entropy, spread, resamples=resamples, seed=seed,
                                           where=f"{checkpoint} on {dataset}")

@@ -7,6 +7,7 @@
     voc           discovery:       boxes        a VOC year folder's boxes                     keys-native
     coco-boxes    discovery:       boxes        a COCO instances file's boxes (+ image list)  keys-native
     saliency      saliency:        saliency     images + masks folders (ECSSD, DUTS, ...)     saliency
+    voc           segmentation:    voc_segmentation  VOC's object and class maps (VOC12 val)   cls-attention
 
 The face (every image kind; a video kind's units are its sequences instead of images):
 - opened from its config entry: `open_dataset(spec)`, where `spec` is what the workflow hands its jobs

@@ -43,6 +43,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("saliency", "saliency", "evaluate.datasets.saliency:SaliencySet.from_spec", ("saliency",),
          ("root", "images", "masks", "benchmark", "bilateral"), (("root",), ("images", "masks")),
          "evaluate.demo.saliency:make_demo_saliency"),
+    Kind("segmentation", "voc", "evaluate.datasets.voc_segmentation:VocSegmentation.from_spec", ("cls-attention",),
+         ("root", "split", "benchmark"), (("root",),), "evaluate.demo.segmentation:make_demo_voc_segmentation"),
 )
 SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(k.section for k in KINDS))
 

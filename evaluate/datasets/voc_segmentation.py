@@ -32,9 +32,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from evaluate import EvaluationError
+from evaluate.datasets import DataSetError
+from evaluate.datasets.davis import PALETTE
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.readings.images import open_rgb, opened_image
+from evaluate.pixels.images import open_rgb, opened_image
 
 KIND = "voc-segmentation"
 DEFAULT_SPLIT = "val"
@@ -46,24 +47,14 @@ EXIF_ORIENTATION = 0x0112
 TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)  # EXIF orientations that swap width and height
 
 
-class SegmentationDataError(EvaluationError):
+class SegmentationDataError(DataSetError):
     """A VOC segmentation split's file is missing or malformed; the message names the file and what is wrong."""
 
 
 def voc_palette() -> list[int]:
     """VOC's colour map as PIL's flat palette (768 ints): index i's colour spreads i's bits, three at a time, over
-    the high bits of R, G and B (1 -> (128, 0, 0), 255 -> (224, 224, 192))."""
-    palette = []
-    for index in range(256):
-        r = g = b = 0
-        c = index
-        for j in range(8):
-            r |= ((c >> 0) & 1) << (7 - j)
-            g |= ((c >> 1) & 1) << (7 - j)
-            b |= ((c >> 2) & 1) << (7 - j)
-            c >>= 3
-        palette += [r, g, b]
-    return palette
+    the high bits of R, G and B (1 -> (128, 0, 0), 255 -> (224, 224, 192)); DAVIS's masks use the same map."""
+    return list(PALETTE)
 
 
 def oriented_size(path: Path, error: type[Exception] = SegmentationDataError) -> tuple[int, int]:
@@ -109,9 +100,11 @@ class VocSegmentation:
     """A VOC year folder's segmentation split (see the module docstring)."""
 
     kind = KIND
+    has_labels = True
 
     def __init__(self, root: str | os.PathLike, split: str = DEFAULT_SPLIT):
         self.root = Path(root)
+        self.labels_path = self.root / OBJECTS
         self.split = str(split)
         split_file = self.root / "ImageSets" / "Segmentation" / f"{self.split}.txt"
         if not split_file.is_file():
@@ -140,6 +133,10 @@ class VocSegmentation:
     def from_spec(cls, spec: dict) -> VocSegmentation:
         """From a config entry: `root` (the year folder) and `split` (default val)."""
         return cls(spec["root"], spec.get("split") or DEFAULT_SPLIT)
+
+    def listing(self) -> dict:
+        """The manifest's listing: image ids and names (`evaluate.datasets.manifest`)."""
+        return {"image_ids": list(self.image_ids), "names": list(self.names)}
 
     def _jpeg(self, name: str) -> Path:
         return self.root / "JPEGImages" / f"{name}.jpg"

@@ -32,6 +32,13 @@ from evaluate.plumbing.provenance import library_version, sha256_json
 KINDS = ("sweep", "decoder", "probe", "video", "attention")
 # kinds that read no label: their records cite no opening (`opening_row_sha256` null) and verify asks for none
 LABEL_FREE_KINDS = ("attention",)
+
+
+def opens_no_labels(record: dict) -> bool:
+    """Whether a record cites no opening by right: a label-free kind's, or one whose reading the network does not
+    have (`absent`: no measure, nothing scored, no label opened)."""
+    return record["opening_row_sha256"] is None and (
+        record["kind"] in LABEL_FREE_KINDS or (not record["measures"] and bool(record.get("absent"))))
 RECORD_FIELDS = (
     "kind", "checkpoint", "run", "epoch", "checkpoint_sha256", "dataset", "role", "setting", "code_version",
     "config_hash", "torch_version", "started", "finished", "wall_s", "max_rss_mb", "opening_row_sha256",

@@ -2,7 +2,7 @@
 
 docs/design.md §7. Checks the openings chain, every record's hash, and that each record's opening row is in
 openings.csv (so no score exists whose labels were never recorded as opened); a record of a label-free kind
-(`LABEL_FREE_KINDS`: the attention spread) cites no opening.
+(`LABEL_FREE_KINDS`: the attention spread), or of a reading its network lacks (`absent`), cites no opening.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Sequence
 from evaluate import EvaluationError
 from evaluate.ledger import LedgerError
 from evaluate.ledger.openings import openings_path, read_openings
-from evaluate.ledger.records import LABEL_FREE_KINDS, read_record
+from evaluate.ledger.records import opens_no_labels, read_record
 from evaluate.ledger.scores_table import rebuild_scores
 from evaluate.plumbing.paths import LEDGER, RECORDS_IN_LEDGER
 
@@ -38,8 +38,8 @@ def verify_ledger(ledger_dir: str | os.PathLike) -> dict:
     for p in paths:
         rec = read_record(p)
         n_measures += len(rec["measures"])
-        if rec["kind"] in LABEL_FREE_KINDS and rec["opening_row_sha256"] is None:
-            continue  # a reading that needs no label (the attention spread): nothing was opened
+        if opens_no_labels(rec):
+            continue  # a reading that needs no label (the attention spread), or one the network lacks: no opening
         row = by_hash.get(rec["opening_row_sha256"])
         if row is None:
             raise LedgerError(f"{p}: its opening_row_sha256 {str(rec['opening_row_sha256'])[:12]}… is not in "

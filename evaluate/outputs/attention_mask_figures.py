@@ -46,7 +46,7 @@ def entry_maps(entry: dict) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarra
     """A record's figure entry -> (the image cropped as the reading was (p gh, p gw, 3) uint8, every head's mask at
     pixel scale (heads, p gh, p gw) bool, the truths (object id -> (p gh, p gw) bool) or None)."""
     from evaluate.attention.masks import figure_truths, masks_from_rows
-    from evaluate.readings.images import open_rgb
+    from evaluate.pixels.images import open_rgb
 
     patch = int(entry["patch"])
     gh, gw = (int(v) for v in entry["grid"])

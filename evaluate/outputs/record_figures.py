@@ -23,9 +23,16 @@ def _saliency(records: Sequence[dict], out_dir: str | os.PathLike, figures: Mapp
     return saliency_figures(records, out_dir, overlay_images=int(figures["overlay_images"]))
 
 
+def _attention_masks(records: Sequence[dict], out_dir: str | os.PathLike, figures: Mapping[str, Any]) -> list[Path]:
+    from evaluate.outputs.attention_mask_figures import attention_mask_figures
+
+    return attention_mask_figures(records, out_dir, overlay_images=int(figures["overlay_images"]))
+
+
 DRAWERS: tuple[Callable[[Sequence[dict], str | os.PathLike, Mapping[str, Any]], list[Path]], ...] = (
     _discovery,
     _saliency,
+    _attention_masks,
 )
 
 

@@ -93,9 +93,17 @@ def unit(recs: Sequence[dict]) -> str:
 
 
 def missing_cell(recs: Sequence[dict], checkpoint: str, dataset: str, col: str) -> Cell:
-    """The cell of a measure a checkpoint lacks: a dash where its record says the reading is absent, else empty."""
-    absent = any(r.get("attention_absent") for r in recs if r["checkpoint"] == checkpoint and r["dataset"] == dataset)
-    return ABSENT if absent and catalogue.describes(col.split(":", 1)[-1]) else Cell()
+    """The cell of a measure a checkpoint lacks: a dash where its record says the reading is absent (`absent`
+    names the measures it lacks; an attention record older than that field, `attention_absent`, lacks the
+    descriptive ones), else empty."""
+    measure = col.split(":", 1)[-1]
+    for r in recs:
+        if r["checkpoint"] == checkpoint and r["dataset"] == dataset:
+            if measure in (r.get("absent") or {}).get("measures", ()):
+                return ABSENT
+            if r.get("attention_absent") and catalogue.describes(measure):
+                return ABSENT
+    return Cell()
 
 
 def checkpoint_rows(recs: Sequence[dict], index: dict, dataset: str, cols: Sequence[str],

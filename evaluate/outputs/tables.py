@@ -102,13 +102,22 @@ def _units(recs: Sequence[dict]) -> str:
     """"Percent", and the measures in another unit (the attention entropy, in nats) where the records hold any."""
     other = sorted({m["measure"] for r in recs for m in r["measures"] if measure_scale(m) != PERCENT})
     names = ", ".join(catalogue.plain(x) for x in other)
-    return f"Percent ({names} in nats; {ABSENT.text}: the network has no attention over patches)" if other else \
-        "Percent"
+    return f"Percent ({names} in nats)" if other else "Percent"
+
+
+def _absent_note(recs: Sequence[dict]) -> str:
+    """What a dash means, per reason a record gives for a reading its network lacks, with the checkpoints."""
+    reasons: dict[str, set[str]] = {}
+    for r in recs:
+        reason = (r.get("absent") or {}).get("reason") or r.get("attention_absent")  # the latter: older records
+        if reason:
+            reasons.setdefault(reason, set()).add(r["checkpoint"])
+    return "".join(f" {ABSENT.text}: {reason} ({', '.join(sorted(c))})." for reason, c in sorted(reasons.items()))
 
 
 def _score_caption(what: str, recs: Sequence[dict], dataset: str, best: str = "best per column in bold") -> str:
     interval = INTERVAL_TEXT.replace("over images", f"over {unit(recs)}")
-    return f"{what} on {describe_dataset(recs, dataset)} {_units(recs)}, {interval}; {best}."
+    return f"{what} on {describe_dataset(recs, dataset)} {_units(recs)}, {interval}; {best}.{_absent_note(recs)}"
 
 
 def checkpoint_tables(records: Sequence[dict]) -> list[Table]:
@@ -341,7 +350,7 @@ def build_tables(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, comp
     tables += views.video_sequence_tables(records)
     if gallery_images is not None:
         tables += views.gallery_tables(records, int(gallery_images))
-    tables += views.attention_head_tables(records)
+    tables += views.attention_head_tables(records) + views.attention_mask_tables(records)
     tables += agreement_tables(records, **boot)
     files: list[Path] = []
     for table in tables:

@@ -8,6 +8,8 @@ of `evaluate.outputs.tables`:
 - `gallery_{dataset}`: each checkpoint's `gallery_images` worst and best images by Jaccard
   (`evaluate.scores.masks.extremes`), with their categories.
 - `attention-heads_{dataset}`: block 12's attention spread and entropy of every head, per checkpoint (§13).
+- `attention-mask-heads_{dataset}`, `attention-mask-classes_{dataset}`: the class-token attention masks' Jaccard per
+  head and per object class (§17).
 """
 
 from __future__ import annotations
@@ -188,5 +190,47 @@ def attention_head_tables(records: Sequence[dict]) -> list[Table]:
             else:
                 row += [Cell(v) for name in ("attention_spread", "attention_entropy") for v in found[name][-1]]
             table.rows.append(row)
+        tables.append(table)
+    return tables
+
+
+def attention_mask_tables(records: Sequence[dict]) -> list[Table]:
+    """Per segmentation set (docs/design.md §17): `attention-mask-heads_{dataset}`, each head's mean over images of
+    its mean Jaccard over the objects (percent), one row per checkpoint, a dash per head where the network has no
+    class-token attention; and `attention-mask-classes_{dataset}`, the objects' best-head Jaccard per
+    SegmentationClass index (percent, with the objects' number), classes as rows, checkpoints as columns: never the
+    measure, a view of it."""
+    tables = []
+    for dataset, recs in sorted(_records_of(records, "attention_masks").items()):
+        present = [r["head_jaccard"] for r in recs if r.get("head_jaccard")]
+        if not present:
+            continue
+        heads = max(len(h) for h in present)
+        ids = identity_columns(recs, with_run=True)
+        caption = (f"Attention-mask Jaccard of each head on {describe_dataset(recs, dataset)} The mean over images "
+                   "of the head's mean Jaccard over the objects, its mask keeping 60% of the last block's class-token "
+                   f"attention. Percent. {ABSENT.text}: the network has no class-token attention.")
+        table = Table(f"attention-mask-heads_{dataset}", caption, [text_column(k) for k in ids] + [
+            measure_column(f"attention_mask_jaccard_h{h}", best=False) for h in range(1, heads + 1)])
+        for row in checkpoint_rows(recs, {}, dataset, [], ids):
+            ckpt = row[ids.index("checkpoint")].text
+            found = next(r.get("head_jaccard") for r in recs if r["checkpoint"] == ckpt)
+            row += [ABSENT] * heads if found is None else [Cell(v) for v in found] + [Cell()] * (heads - len(found))
+            table.rows.append(row)
+        tables.append(table)
+        scored = [r for r in recs if r.get("class_jaccard")]
+        ckpts = [r["checkpoint"] for r in scored]
+        classes = sorted({int(c) for r in scored for c in r["class_jaccard"]})
+        caption = (f"Best-head attention-mask Jaccard per object class on {describe_dataset(recs, dataset)} The "
+                   "mean over the class's objects (the class most frequent under each object), percent; the objects' "
+                   "number beside it. A view of the measure, never the measure; best checkpoint per class in bold.")
+        table = Table(f"attention-mask-classes_{dataset}", caption,
+                      [text_column("class"), text_column("objects")]
+                      + [Column(c, c, latex_escape(c), numeric=True, best=True) for c in ckpts], best_by="row")
+        for cls in classes:
+            entries = [r["class_jaccard"].get(str(cls)) for r in scored]
+            objects = next(e["objects"] for e in entries if e is not None)
+            table.rows.append([text(cls), text(objects)]
+                              + [Cell(None if e is None else e["value"]) for e in entries])
         tables.append(table)
     return tables

@@ -31,6 +31,11 @@ DISCOVERY_BOXES = f"{RESULTS}/discovery/{{checkpoint}}/{{dataset}}/{{shard}}.jso
 SALIENCY_READING = f"{RESULTS}/saliency/{{checkpoint}}/{{dataset}}/{{shard}}.npz"
 SALIENCY_META = f"{RESULTS}/saliency/{{checkpoint}}/{{dataset}}/{{shard}}.json"
 
+# DINO's class-token attention masks (docs/design.md §17): each checkpoint's class-token attention of a shard of a
+# segmentation set (per image (heads, gh, gw)) and the runner's meta beside it
+CLS_ATTENTION_SHARD = f"{RESULTS}/cls-attention/{{checkpoint}}/{{dataset}}/{{shard}}.npz"
+CLS_ATTENTION_META = f"{RESULTS}/cls-attention/{{checkpoint}}/{{dataset}}/{{shard}}.json"
+
 # stage 3: the decoder
 DECODER = f"{RESULTS}/decoder"
 SWEEP_SHARD = f"{DECODER}/sweep/{{dataset}}/{{shard}}.npz"
@@ -70,6 +75,7 @@ VIDEO_RECORD = RECORD.replace("{kind}", "video")
 DISCOVERY_RECORD = RECORD.replace("{kind}", "{decoder}")  # kind = the box decoder's name (docs/design.md §12)
 ATTENTION_RECORD = RECORD.replace("{kind}", "attention")
 SALIENCY_RECORD = RECORD.replace("{kind}", "saliency")
+ATTENTION_MASKS_RECORD = RECORD.replace("{kind}", "attention_masks")
 OPENINGS = f"{LEDGER}/openings.csv"
 # a copy of each scoring's record under the key of what decided it, so a re-run on the same inputs opens no labels;
 # beside it, the result its opening row hashes where the record does not hold it (the selection's sweep table rows)

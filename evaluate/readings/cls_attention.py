@@ -14,10 +14,18 @@ The queries and keys are those the network's own attention used (`VisionTransfor
 Not every network has this reading; `not_applicable(model)` says why by name, never an error: a network without a
 class token (a SelfPatch backbone) and XCiT (its XCA blocks attend across channels; its class-attention blocks are
 not the paper's layer).
+
+The protocol fixes the network's form (`released`, whatever `features.form` says: the class token is the point) and
+its precision (float32): `CLS_ATTENTION`. A shard (`write_cls_attention`, the runner's body) is one .npz:
+    image_ids (n,) int64; grids (n, 2) int64 (gh, gw); heads () int64; values (heads * sum gh * gw,) float32, each
+    image's (heads, gh, gw) attention flattened, one after the other (empty where the reading does not apply);
+and the runner's meta beside it, whose `absent` says why where the network has no such reading. `ShardAttention`
+reads it back.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +34,11 @@ from PIL import Image
 from torch import Tensor, nn
 
 from evaluate import EvaluationError
-from evaluate.readings.images import normalise_pixels
+from evaluate.pixels.images import normalise_pixels
+from evaluate.plumbing.atomic import atomic_path
+from evaluate.readings.runner import Reading, Shard
+
+CLS_ATTENTION = Reading("cls-attention", form="released", precision="float32")
 
 NO_CLASS_TOKEN = "SelfPatch backbone: no class token"
 NO_TOKEN_ATTENTION = ("XCiT: no token attention in its XCA blocks (they attend across channels; its class-attention "
@@ -72,7 +84,7 @@ def class_token_attention(model: nn.Module, x: Tensor) -> Tensor:
     reason = not_applicable(model)
     if reason is not None:
         raise ClassAttentionError(f"no class-token attention reading: {reason}")
-    patch = int(model.patch_size)
+    patch = int(model.geometry.patch)
     gh, gw = x.shape[-2] // patch, x.shape[-1] // patch
     extra = int(model.extra_tokens)  # the class token and the registers
     last = len(model.blocks) - 1
@@ -103,8 +115,44 @@ class ClassAttention:
 
 def read_class_attention(model: nn.Module, img: Image.Image) -> ClassAttention:
     """The reading of one RGB image (section 3's opening) by a network in its released form, eval mode."""
-    patch = int(model.patch_size)
+    patch = int(model.geometry.patch)
     device = next(model.parameters()).device
     x = network_input(img, patch).unsqueeze(0).to(device)
     attention = class_token_attention(model, x)[0].to("cpu", torch.float32).numpy()
     return ClassAttention((img.height, img.width), (x.shape[-2] // patch, x.shape[-1] // patch), attention)
+
+
+def write_cls_attention(shard: Shard, out: str | os.PathLike) -> dict:
+    """The runner's body: the reading of the shard's images into the .npz `out` (module docstring), atomically;
+    returns what the meta says of it: the images, the heads, and `absent` (the reason, by name) where the network
+    has no such reading (nothing is read then)."""
+    reason = not_applicable(shard.model)
+    grids, values, heads = [], [], 0
+    if reason is None:
+        for image_id in shard.units:
+            reading = read_class_attention(shard.model, shard.dataset.open_image(image_id))
+            grids.append(reading.grid)
+            values.append(reading.attention.ravel())
+            heads = int(reading.attention.shape[0])
+    with atomic_path(out) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, image_ids=np.asarray(shard.units, np.int64),
+                 grids=np.asarray(grids, np.int64).reshape(-1, 2), heads=np.int64(heads),
+                 values=np.concatenate(values).astype(np.float32) if values else np.zeros(0, np.float32))
+    return {"n_images": len(shard.units), "heads": heads, "absent": reason, "transforms": {CLS_ATTENTION.name:
+                                                                                           TRANSFORM}}
+
+
+class ShardAttention:
+    """One shard's reading file: `image_ids`, `grids`, `heads`, and per position the (heads, gh, gw) attention."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        with np.load(path, allow_pickle=False) as data:
+            self.image_ids = [int(i) for i in data["image_ids"]]
+            self.grids = [tuple(int(x) for x in g) for g in data["grids"]]
+            self.heads = int(data["heads"])
+            self._values = data["values"]
+        self._offsets = np.cumsum([0] + [self.heads * gh * gw for gh, gw in self.grids])
+
+    def attention(self, k: int) -> np.ndarray:
+        """(heads, gh, gw) float32 of the shard's k-th image."""
+        return self._values[self._offsets[k]: self._offsets[k + 1]].reshape(self.heads, *self.grids[k])

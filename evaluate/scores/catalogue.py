@@ -67,6 +67,10 @@ CATALOGUE: tuple[Measure, ...] = (
     # the linear probe (§6)
     Measure("probe_miou", "probe mIoU", "probe mIoU"),
     Measure("probe_accuracy", "probe accuracy", "probe accuracy"),
+    # DINO's class-token attention masks against VOC12's objects (§17): the best head per object, the heads' mean
+    Measure("attention_mask_jaccard", "attention-mask Jaccard", "attention-mask Jaccard"),
+    Measure("attention_mask_jaccard_heads", "attention-mask Jaccard (heads' mean)",
+            "attention-mask Jaccard (heads' mean)"),
     # the attention spread (§13): a description of the checkpoint, not a score
     Measure("attention_spread", "attention spread", "attention spread", better="neither"),
     Measure("attention_entropy", "attention entropy", "attention entropy", unit="nats", better="neither", digits=2),

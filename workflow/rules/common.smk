@@ -57,6 +57,8 @@ JOBS = {
     "attention_shard": "evaluate.jobs.attention:attention_shard",
     "attention_record": "evaluate.jobs.attention:attention_record",
     "attention_rows": "evaluate.jobs.attention:attention_rows",
+    "read_cls_attention": "evaluate.jobs.segmentation:read_cls_attention",
+    "score_attention_masks": "evaluate.jobs.segmentation:score_attention_masks",
 }
 CODE = {rule: job_code_hash(job, SCRIPT) for rule, job in JOBS.items()}
 # A data set's kind is opened (and a demo one drawn) by the module its spec names, which no job imports by name: the
