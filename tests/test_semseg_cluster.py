@@ -18,7 +18,8 @@ from evaluate.semseg.cluster import (
     TokenStream,
     _carried_cumsum,
     _lloyd,
-    _seed_index,
+    _seed_indices,
+    _TokenState,
     fit_clusters,
 )
 
@@ -123,20 +124,32 @@ def test_identical_tokens_seed_the_last_token_once_every_distance_is_zero():
     assert fit.sizes == (5, 0, 0)  # every token takes the first of the equal centres; the others are token-less
 
 
+def held(d: np.ndarray) -> _TokenState:
+    """d (N,) or (N, m) as the fit's per-token state."""
+    d = d.reshape(d.shape[0], -1)
+    state = _TokenState(d.shape[0], d.shape[1], np.float64, 0.0)
+    state.write(0, d)
+    return state
+
+
 def test_the_seed_index_is_the_first_running_sum_above_the_draw_carried_across_steps():
     """i = min(searchsorted(q, u * q[-1], side="right"), N - 1) with q = cumsum(d): a token at distance 0 (already a
     centre) is never drawn, not even by u = 0; over several steps of the running sum the index and the bits of q are
-    numpy's sequential cumsum's."""
+    numpy's sequential cumsum's, for each restart's column alike."""
     d = np.array([0.0, 0.0, 0.25, 0.0, 0.75])
-    assert [_seed_index(d, u) for u in (0.0, 0.25, 0.2499, 0.9999)] == [2, 4, 2, 4]
-    assert _seed_index(np.zeros(6), 0.3) == 5
+    assert [_seed_indices(held(d), [u])[0] for u in (0.0, 0.25, 0.2499, 0.9999)] == [2, 4, 2, 4]
+    assert _seed_indices(held(np.zeros(6)), [0.3]) == [5]
     rng = np.random.default_rng(11)
-    d = rng.uniform(0, 2, size=2 * SUM_BLOCK + 123) * (rng.uniform(size=2 * SUM_BLOCK + 123) > 0.3)
-    q = np.cumsum(d)
-    for u in (0.0, 0.1, 0.5, SUM_BLOCK / d.size, 0.999999):
-        assert _seed_index(d, u) == min(int(np.searchsorted(q, u * q[-1], side="right")), d.size - 1)
-    carried = np.concatenate([part for _, part in _carried_cumsum(d)])
-    assert carried.tobytes() == q.tobytes()
+    n = 2 * SUM_BLOCK + 123
+    d = rng.uniform(0, 2, size=(n, 3)) * (rng.uniform(size=(n, 3)) > 0.3)
+    draws = [0.0, SUM_BLOCK / n, 0.999999]
+    expected = []
+    for r, u in enumerate(draws):
+        q = np.cumsum(d[:, r])
+        expected.append(min(int(np.searchsorted(q, u * q[-1], side="right")), n - 1))
+    assert _seed_indices(held(d), draws) == expected
+    carried = np.concatenate([part for _, part in _carried_cumsum(held(d))])
+    assert all(carried[:, r].tobytes() == np.cumsum(d[:, r]).tobytes() for r in range(3))
 
 
 # --------------------------------------------------------------------------------------------- streaming
@@ -162,6 +175,33 @@ def test_chunks_of_any_sizes_give_the_same_fit_to_the_bit(tmp_path):
         fit = fit_clusters(stream, settings)
         assert fit.centres.tobytes() == whole.centres.tobytes()
         assert json.dumps(fit.record()) == json.dumps(whole.record())
+
+
+def test_per_token_state_in_a_temporary_file_gives_the_same_fit(monkeypatch):
+    """Past STATE_MEMORY bytes the seeding's distances and Lloyd's assignments live in a temporary file, read and
+    written a block at a time: the fit is the in-memory one, to the bit."""
+    import evaluate.semseg.cluster as cluster
+
+    tokens = clustered_tokens(BLOCK_ROWS + 1500, 8, 4, seed=12)
+    settings = ClusterSettings(4, seed=3, n_init=3)
+    in_memory = fit_clusters(TokenStream.from_arrays([tokens]), settings)
+    monkeypatch.setattr(cluster, "STATE_MEMORY", 0)
+    on_disk = fit_clusters(TokenStream.from_arrays(split(tokens, [999])), settings)
+    assert json.dumps(on_disk.record()) == json.dumps(in_memory.record())
+
+
+def test_streamed_tokens_and_threads_give_the_same_fit(monkeypatch):
+    """A set too large to hold its unit tokens (TOKENS_MEMORY) is streamed anew every pass, and the restarts' work
+    may run in threads: the fit is the held, single-threaded one, to the bit."""
+    import evaluate.semseg.cluster as cluster
+
+    tokens = clustered_tokens(BLOCK_ROWS + 1500, 8, 4, seed=13)
+    settings = ClusterSettings(4, seed=5, n_init=3)
+    held = fit_clusters(TokenStream.from_arrays([tokens]), settings)
+    threaded = fit_clusters(TokenStream.from_arrays([tokens]), settings, threads=3)
+    monkeypatch.setattr(cluster, "TOKENS_MEMORY", 0)
+    streamed = fit_clusters(TokenStream.from_arrays(split(tokens, [10, 4100])), settings, threads=2)
+    assert json.dumps(threaded.record()) == json.dumps(held.record()) == json.dumps(streamed.record())
 
 
 def test_a_new_centre_is_the_token_as_its_block_normalises_it():
@@ -193,30 +233,31 @@ def test_clusters_are_numbered_by_first_appearance_in_token_order():
     assert list(fit.sizes) == np.bincount(labels, minlength=6).tolist()
 
 
-def test_an_empty_cluster_keeps_its_centre_and_a_token_less_one_comes_last():
+def test_an_empty_cluster_keeps_its_centre():
     """Tokens all in the half-space x0 > 0; a seed centre pointing along -x0 never wins a token: Lloyd keeps it as it
-    was, and the fit puts such a cluster after those with tokens."""
+    was, to the bit."""
     rng = np.random.default_rng(8)
     tokens = np.abs(rng.standard_normal((500, 3))) + [1.0, 0.0, 0.0]
     x = reference_unit(tokens)
-    stream = TokenStream.from_arrays([tokens.astype(np.float32)])
     start = np.array([x[0], [-1.0, 0.0, 0.0], x[1]])
-    assignments = np.empty(500, dtype=np.uint8)
-    centres, made = _lloyd(stream, start.copy(), assignments, max_iter=100)
-    assert made >= 2 and not (assignments == 1).any()
-    assert centres[1].tobytes() == start[1].tobytes()
+    (outcome,) = _lloyd(TokenStream.from_arrays([tokens.astype(np.float32)]), start[None].copy(), max_iter=100)
+    assert outcome.made >= 2 and outcome.sizes[1] == 0 and set(outcome.first) == {0, 2}
+    assert outcome.centres[1].tobytes() == start[1].tobytes()
 
 
 def test_equal_maxima_go_to_the_first_cluster():
-    """Two equal centres: every token nearer them than the third goes to the first of the two."""
+    """Two equal centres: every token nearer them than the third goes to the first of the two, so after one
+    assignment the first has moved to those tokens' mean and the second, token-less, is where it was."""
     rng = np.random.default_rng(10)
     tokens = rng.standard_normal((300, 4))
     x = reference_unit(tokens)
     start = np.array([x[5], x[5], x[9]])
-    assignments = np.empty(300, dtype=np.uint8)
-    _lloyd(TokenStream.from_arrays([tokens.astype(np.float32)]), start.copy(), assignments, max_iter=1)
-    expected = np.where(x @ x[5] >= x @ x[9], 0, 2)
-    assert np.array_equal(assignments, expected) and (assignments == 0).sum() > 50
+    (outcome,) = _lloyd(TokenStream.from_arrays([tokens.astype(np.float32)]), start[None].copy(), max_iter=1)
+    first = x @ x[5] >= x @ x[9]
+    assert outcome.made == 1 and outcome.centres[1].tobytes() == start[1].tobytes()
+    np.testing.assert_allclose(outcome.centres[0], reference_unit(x[first].sum(axis=0, keepdims=True))[0],
+                               atol=1e-12)
+    assert first.sum() > 50
 
 
 def test_the_best_restart_wins_and_an_equal_later_one_does_not():

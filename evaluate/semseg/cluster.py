@@ -14,14 +14,22 @@ X = every token of the set in image order, then row-major, float64, each divided
 The best restart wins (the larger objective; the earlier on ties). Its clusters are renumbered by first appearance
 (argmax with the final centres) in X's order; token-less clusters follow in their order.
 
-Streaming. The tokens come from a `TokenStream`: chunks of (n_i, D) float arrays in a fixed order (one per shard or
-image), read again for every pass, so a set whose tokens take gigabytes is clustered in the memory of a few blocks
-plus, per token, d (float64, the seeding's distance) and a (its cluster, one or two bytes). Every pass regroups the
-chunks into fixed blocks of BLOCK_ROWS tokens counted from the set's start, so every product and sum sees the same
-rows whatever the chunking: chunks of any sizes give the same centres, bit for bit. The per-cluster sums add the
-tokens one by one in X's order (`numpy.add.at`), q's running sum is carried from block to block, and the objective
-adds each block's maxima (pairwise within the block) to a running total. A new centre is read by `TokenStream.row`:
-cheap where the chunks are lazy (`TokenStream.from_npy`: memory-mapped shards), else a partial pass.
+How it runs (none of it changes a number):
+- Fixed blocks. Every pass regroups the stream's chunks ((n_i, D) float arrays in a fixed order, one per shard or
+  image: `TokenStream`) into blocks of BLOCK_ROWS tokens counted from X's start, so every product and sum sees the
+  same rows whatever the chunking: chunks of any sizes give the same centres, bit for bit. A cluster's sum adds its
+  tokens in X's order within a block (a sparse one-hot product), block after block; q's running sum is carried from
+  block to block (q is never held whole); the objective adds each block's maxima (pairwise within the block).
+- Restarts side by side. The generator's calls do not depend on the tokens (per restart: one integer, then K - 1
+  uniforms), so they are drawn first, in the contract's order, and every pass serves all restarts: the seeding takes
+  K passes, Lloyd as many as the slowest restart, not their sums. Each restart has its own products (x @ c_r, x @ C_r^T)
+  and sums, so its bits depend neither on the others nor on `threads`, the restarts' work on a block running in a
+  thread pool with BLAS held to one thread.
+- Memory. A set whose float64 unit tokens take at most TOKENS_MEMORY bytes is normalised once and held; a larger one
+  is streamed anew every pass (`TokenStream.from_npy`: memory-mapped shards, one at a time), so tokens taking
+  gigabytes are clustered in the memory of a few blocks. Per token the fit keeps d (float64 per restart, while
+  seeding) and a (one or two bytes per restart): in memory up to STATE_MEMORY bytes, else in an unlinked temporary
+  file read and written a block at a time. A new centre is read by `unit_row` (a held block's row, or one file's).
 
 Products X c are float64 BLAS products: on one machine the fit is bit-reproducible; across BLAS libraries their last
 bits may differ, which moves an assignment only where two centres lie within about 1e-15 of a token's best.
@@ -30,18 +38,24 @@ bits may differ, which moves an assignment only where two centres lie within abo
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse
+from threadpoolctl import threadpool_limits
 
 from evaluate.plumbing.provenance import sha256_bytes
 from evaluate.semseg import SemsegError
 
 BLOCK_ROWS = 4096  # tokens per block of every pass (part of the arithmetic: the blocks are fixed from X's start)
-SUM_BLOCK = 1 << 16  # entries of d per step of q's carried running sum
+SUM_BLOCK = 1 << 16  # rows of d per step of q's carried running sum
+STATE_MEMORY = 64 << 20  # bytes of per-token state (d, a) held in memory; past it, a temporary file
+TOKENS_MEMORY = 256 << 20  # bytes of float64 unit tokens held for the whole fit; past it, they are streamed anew
 
 
 @dataclass(frozen=True)
@@ -177,46 +191,146 @@ def unit_rows(x: np.ndarray, where: str) -> np.ndarray:
     return x
 
 
-def _carried_cumsum(d: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-    """(start, q[start:start + b]) of q = cumsum(d) (sequential: q_i = q_(i-1) + d_i), step by step with the
-    running sum carried, so q is never held whole."""
-    carry = 0.0
-    step = np.empty(min(SUM_BLOCK, d.shape[0]) + 1, dtype=np.float64)
-    for start in range(0, d.shape[0], SUM_BLOCK):
-        part = d[start: start + SUM_BLOCK]
+class _TokenState:
+    """(N, m) per-token working values of one dtype: in memory up to STATE_MEMORY bytes, else in an unlinked temporary
+    file, read and written a block of rows at a time, so the fit's memory does not grow with N."""
+
+    def __init__(self, n: int, m: int, dtype: Any, fill: float):
+        self.shape = (int(n), int(m))
+        self.dtype = np.dtype(dtype)
+        self._row_bytes = self.shape[1] * self.dtype.itemsize
+        self._file = None
+        if self.shape[0] * self._row_bytes <= STATE_MEMORY:
+            self._array = np.full(self.shape, fill, dtype=self.dtype)
+            return
+        self._array = None
+        self._file = tempfile.TemporaryFile(prefix="semseg-state-")  # noqa: SIM115 (closed by close())
+        block = np.full((BLOCK_ROWS, self.shape[1]), fill, dtype=self.dtype)
+        for start in range(0, self.shape[0], BLOCK_ROWS):
+            self.write(start, block[: min(BLOCK_ROWS, self.shape[0] - start)])
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Rows start..stop - 1: (stop - start, m), a copy."""
+        if self._file is None:
+            return self._array[start:stop].copy()
+        out = np.empty((stop - start, self.shape[1]), dtype=self.dtype)
+        view = memoryview(out).cast("B")
+        done = 0
+        while done < view.nbytes:
+            got = os.preadv(self._file.fileno(), [view[done:]], start * self._row_bytes + done)
+            if got <= 0:
+                raise SemsegError("the clustering's temporary state file ended early")
+            done += got
+        return out
+
+    def write(self, start: int, values: np.ndarray) -> None:
+        """Rows start.. set to `values` (b, m)."""
+        if self._file is None:
+            self._array[start: start + values.shape[0]] = values
+            return
+        data = memoryview(np.ascontiguousarray(values, dtype=self.dtype)).cast("B")
+        done = 0
+        while done < data.nbytes:
+            done += os.pwrite(self._file.fileno(), data[done:], start * self._row_bytes + done)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        self._array = None
+
+
+class _UnitTokens:
+    """X for the fit: the stream's fixed blocks of unit tokens, held once normalised where X takes at most
+    TOKENS_MEMORY bytes (a small set: no pass reads or normalises its tokens again), else streamed anew every pass.
+    Held or streamed, the blocks are the same arrays of the same bits."""
+
+    def __init__(self, stream: TokenStream):
+        self.stream = stream
+        self.shape = stream.shape
+        n, width = self.shape
+        self._held = None
+        if n * width * 8 <= TOKENS_MEMORY:
+            self._held = [(start, x.copy()) for start, x in stream.blocks()]
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        return iter(self._held) if self._held is not None else self.stream.blocks()
+
+    def unit_row(self, index: int) -> np.ndarray:
+        if self._held is None:
+            return self.stream.unit_row(index)
+        start, block = self._held[index // BLOCK_ROWS]
+        return block[index - start].copy()
+
+
+def _carried_cumsum(d: _TokenState) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, q[start:start + b]) of q = cumsum(d) down each column (sequential: q_i = q_(i-1) + d_i), step by step
+    with the running sums carried, so q is never held whole: (b, m) float64."""
+    n, m = d.shape
+    carry = np.zeros(m, dtype=np.float64)
+    for start in range(0, n, SUM_BLOCK):
+        part = d.read(start, min(n, start + SUM_BLOCK))
+        step = np.empty((part.shape[0] + 1, m), dtype=np.float64)
         step[0] = carry
-        step[1: part.shape[0] + 1] = part
-        q = np.cumsum(step[: part.shape[0] + 1])[1:]
-        carry = float(q[-1])
+        step[1:] = part
+        q = np.cumsum(step, axis=0)[1:]
+        carry = q[-1].copy()
         yield start, q
 
 
-def _seed_index(d: np.ndarray, u: float) -> int:
-    """min(searchsorted(q, u * q[-1], side="right"), N - 1), q = cumsum(d) (sequential)."""
-    total = 0.0
+def _seed_indices(d: _TokenState, draws: Sequence[float]) -> list[int]:
+    """Per column r of d: min(searchsorted(q_r, draws[r] * q_r[-1], side="right"), N - 1), q_r = cumsum(d[:, r])."""
+    n, m = d.shape
+    totals = np.zeros(m, dtype=np.float64)
     for _, q in _carried_cumsum(d):
-        total = float(q[-1])
-    target = u * total
+        totals = q[-1]
+    targets = [float(u) * float(total) for u, total in zip(draws, totals)]
+    found: list[int | None] = [None] * m
     for start, q in _carried_cumsum(d):
-        if q[-1] > target:
-            return start + int(np.searchsorted(q, target, side="right"))
-    return d.shape[0] - 1
+        for r in range(m):
+            if found[r] is None and q[-1, r] > targets[r]:
+                found[r] = start + int(np.searchsorted(q[:, r], targets[r], side="right"))
+        if all(f is not None for f in found):
+            break
+    return [n - 1 if f is None else f for f in found]
 
 
-def _seed(stream: TokenStream, rng: np.random.Generator, k: int, d: np.ndarray) -> tuple[np.ndarray, list[int]]:
-    """The restart's K seed centres (K, D) float64 and the tokens they are; `d` (N,) is the working distance."""
+def _distance(x: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    """max(0, 1 - x c): (b,) float64."""
+    y = x @ centre
+    np.subtract(1.0, y, out=y)
+    return np.maximum(y, 0.0, out=y)
+
+
+Work = Callable[[Callable[[int], Any], Sequence[int]], list]
+
+
+def _seed(stream: TokenStream | _UnitTokens, draws: Sequence[tuple[int, list[float]]], k: int,
+          each: Work = lambda f, rs: [f(r) for r in rs]) -> tuple[np.ndarray, list[list[int]]]:
+    """Every restart's K seed centres (R, K, D) float64 and the tokens they are, restart r from its draws (the first
+    token, then the K - 1 uniforms). The restarts are seeded side by side, one pass per centre for all of them; each
+    restart's product is its own (x @ c, computed by `each`, which may run them in threads), so its bits depend
+    neither on how many run beside it nor on the threads."""
     n, width = stream.shape
-    centres = np.empty((k, width), dtype=np.float64)
-    chosen = [int(rng.integers(n))]
-    centres[0] = stream.unit_row(chosen[0])
-    for start, x in stream.blocks():
-        np.maximum(0.0, 1.0 - x @ centres[0], out=d[start: start + x.shape[0]])
-    for j in range(1, k):
-        chosen.append(_seed_index(d, rng.random()))
-        centres[j] = stream.unit_row(chosen[j])
+    m = len(draws)
+    centres = np.empty((m, k, width), dtype=np.float64)
+    chosen = [[first] for first, _ in draws]
+    d = _TokenState(n, m, np.float64, 0.0)
+    try:
+        for r in range(m):
+            centres[r, 0] = stream.unit_row(chosen[r][0])
         for start, x in stream.blocks():
-            part = d[start: start + x.shape[0]]
-            np.minimum(part, np.maximum(0.0, 1.0 - x @ centres[j]), out=part)
+            d.write(start, np.stack(each(lambda r: _distance(x, centres[r, 0]), range(m)), axis=1))  # noqa: B023
+        for j in range(1, k):
+            for r, index in enumerate(_seed_indices(d, [uniforms[j - 1] for _, uniforms in draws])):
+                chosen[r].append(index)
+                centres[r, j] = stream.unit_row(index)
+            for start, x in stream.blocks():
+                part = d.read(start, start + x.shape[0])
+                for r, distance in enumerate(each(lambda r: _distance(x, centres[r, j]), range(m))):  # noqa: B023
+                    np.minimum(part[:, r], distance, out=part[:, r])
+                d.write(start, part)
+    finally:
+        d.close()
     return centres, chosen
 
 
@@ -228,46 +342,113 @@ def _normalised(sums: np.ndarray, counts: np.ndarray, previous: np.ndarray) -> n
     return centres
 
 
-def _lloyd(stream: TokenStream, centres: np.ndarray, a: np.ndarray, max_iter: int) -> tuple[np.ndarray, int]:
-    """Lloyd from the seed centres: (final centres, assignments made). `a` (N,) holds the assignments."""
-    k = centres.shape[0]
-    a[:] = k  # no previous assignment: the first never repeats
-    for iteration in range(1, max_iter + 1):
-        sums = np.zeros_like(centres)
-        counts = np.zeros(k, dtype=np.int64)
-        changed = False
-        for start, x in stream.blocks():
-            labels = np.argmax(x @ centres.T, axis=1)  # the first of equal maxima
-            previous = a[start: start + x.shape[0]]
-            changed = changed or not np.array_equal(previous, labels)
-            previous[:] = labels
-            np.add.at(sums, labels, x)  # token by token, in X's order
-            counts += np.bincount(labels, minlength=k)
-        if not changed:
-            return centres, iteration
-        centres = _normalised(sums, counts, centres)
-    return centres, max_iter
+def _cluster_sums(x: np.ndarray, labels: np.ndarray, k: int, counts: np.ndarray) -> np.ndarray:
+    """(K, D) sums of a block's rows by cluster, each cluster's rows added in token order (a sparse one-hot
+    product: scipy adds a row's entries in column order)."""
+    order = np.argsort(labels, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    one_hot = scipy.sparse.csr_matrix((np.ones(labels.shape[0]), order, indptr), shape=(k, labels.shape[0]))
+    return np.asarray(one_hot @ x)
 
 
-def _objective(stream: TokenStream, centres: np.ndarray) -> tuple[float, list[int], np.ndarray]:
-    """(sum_i max_k X_i c_k, clusters in order of first appearance, tokens per cluster (K,) int64)."""
+@dataclass
+class _Restart:
+    """One restart's Lloyd: its centres (K, D), assignments made, phase ("assign", "objective" once max_iter is
+    spent and the centres moved after the last assignment, "done"); once done its objective, clusters in order of
+    first appearance and tokens per cluster (K,) (argmax with the final centres)."""
+
+    centres: np.ndarray
+    made: int = 0
+    phase: str = "assign"
+    objective: float = 0.0
+    first: list[int] = field(default_factory=list)
+    sizes: np.ndarray | None = None
+
+
+@dataclass
+class _BlockOutcome:
+    """One restart on one block: labels (b,) (argmax, the first of equal maxima), counts (K,), the sum of the block's
+    maxima (pairwise within the block), and while assigning the per-cluster sums (K, D)."""
+
+    labels: np.ndarray
+    counts: np.ndarray
+    top: float
+    sums: np.ndarray | None
+
+
+def _assign_block(x: np.ndarray, centres: np.ndarray, assigning: bool) -> _BlockOutcome:
     k = centres.shape[0]
-    total = 0.0
-    first: list[int] = []
-    seen = np.zeros(k, dtype=bool)
-    sizes = np.zeros(k, dtype=np.int64)
-    for _, x in stream.blocks():
-        scores = x @ centres.T
-        labels = np.argmax(scores, axis=1)
-        total += float(np.add.reduce(scores[np.arange(labels.shape[0]), labels]))
-        sizes += np.bincount(labels, minlength=k)
-        if not seen.all():
-            present, at = np.unique(labels, return_index=True)
+    scores = x @ centres.T
+    labels = np.argmax(scores, axis=1)
+    counts = np.bincount(labels, minlength=k)
+    top = float(np.add.reduce(np.max(scores, axis=1)))
+    return _BlockOutcome(labels, counts, top, _cluster_sums(x, labels, k, counts) if assigning else None)
+
+
+class _Pass:
+    """What one pass gathers for a restart, block after block in X's order: the assignments' change, per-cluster sums
+    and counts, the objective's running total and the clusters' first appearances."""
+
+    def __init__(self, k: int, width: int):
+        self.changed = False
+        self.sums = np.zeros((k, width), dtype=np.float64)
+        self.sizes = np.zeros(k, dtype=np.int64)
+        self.total = 0.0
+        self.first: list[int] = []
+        self._seen = np.zeros(k, dtype=bool)
+
+    def add(self, block: _BlockOutcome) -> None:
+        self.sizes += block.counts
+        self.total += block.top
+        if block.sums is not None:
+            self.sums += block.sums
+        if not self._seen.all():
+            present, at = np.unique(block.labels, return_index=True)
             for cluster in present[np.argsort(at)]:
-                if not seen[cluster]:
-                    seen[cluster] = True
-                    first.append(int(cluster))
-    return total, first, sizes
+                if not self._seen[cluster]:
+                    self._seen[cluster] = True
+                    self.first.append(int(cluster))
+
+
+def _lloyd(stream: TokenStream | _UnitTokens, centres: np.ndarray, max_iter: int,
+           each: Work = lambda f, rs: [f(r) for r in rs]) -> list[_Restart]:
+    """Lloyd from each restart's seed centres (R, K, D), the restarts side by side (one pass serves every restart
+    still running; `each` may run their blocks in threads), each with its own products and sums, gathered in X's
+    order; then each one's objective with its final centres."""
+    n, width = stream.shape
+    m, k = centres.shape[:2]
+    restarts = [_Restart(centres[r].copy()) for r in range(m)]
+    a = _TokenState(n, m, np.min_scalar_type(k), k)  # k marks "no assignment yet": the first never repeats
+    try:
+        while True:
+            running = [r for r in range(m) if restarts[r].phase != "done"]
+            if not running:
+                return restarts
+            passes = {r: _Pass(k, width) for r in running}
+            assigning = {r for r in running if restarts[r].phase == "assign"}
+            for start, x in stream.blocks():
+                outcomes = each(lambda r: _assign_block(x, restarts[r].centres, r in assigning), running)  # noqa: B023
+                previous = a.read(start, start + x.shape[0]) if assigning else None
+                for r, block in zip(running, outcomes):
+                    passes[r].add(block)
+                    if r in assigning:
+                        passes[r].changed = passes[r].changed or not np.array_equal(previous[:, r], block.labels)
+                        previous[:, r] = block.labels
+                if assigning:
+                    a.write(start, previous)
+            for r in running:
+                restart, gathered = restarts[r], passes[r]
+                if restart.phase == "assign":
+                    restart.made += 1
+                    if gathered.changed:
+                        restart.centres = _normalised(gathered.sums, gathered.sizes, restart.centres)
+                        if restart.made == max_iter:
+                            restart.phase = "objective"
+                        continue
+                restart.phase = "done"  # a repeated assignment, or the objective pass after the last move
+                restart.objective, restart.first, restart.sizes = gathered.total, gathered.first, gathered.sizes
+    finally:
+        a.close()
 
 
 @dataclass(frozen=True)
@@ -322,29 +503,38 @@ class ClusterFit:
         return fit
 
 
-def fit_clusters(stream: TokenStream, settings: ClusterSettings) -> ClusterFit:
-    """Spherical k-means of the stream's tokens (module docstring)."""
+def fit_clusters(stream: TokenStream, settings: ClusterSettings, threads: int = 1) -> ClusterFit:
+    """Spherical k-means of the stream's tokens (module docstring). threads: the restarts' work on each block runs in
+    up to this many threads (BLAS held to one thread inside the fit); the fit is the same, bit for bit, whatever it
+    is."""
     n, width = stream.shape
     k = settings.k
     if n < k:
         raise SemsegError(f"{n} tokens cannot make {k} clusters")
     rng = np.random.default_rng(settings.seed)
-    d = np.empty(n, dtype=np.float64)
-    a = np.empty(n, dtype=np.min_scalar_type(k))  # k itself marks "no assignment yet"
-    objectives, iterations, seeds = [], [], []
-    best: tuple[float, int, np.ndarray, list[int], np.ndarray] | None = None
-    for restart in range(settings.n_init):
-        centres, chosen = _seed(stream, rng, k, d)
-        centres, made = _lloyd(stream, centres, a, settings.max_iter)
-        objective, first, sizes = _objective(stream, centres)
-        objectives.append(objective)
-        iterations.append(made)
-        seeds.append(tuple(chosen))
-        if best is None or objective > best[0]:
-            best = (objective, restart, centres, first, sizes)
-    objective, restart, centres, first, sizes = best
-    appeared = set(first)
-    order = first + [c for c in range(k) if c not in appeared]
-    return ClusterFit(settings=settings, centres=centres[order], objective=objective, restart=restart,
-                      objectives=tuple(objectives), iterations=tuple(iterations), seeds=tuple(seeds),
-                      sizes=tuple(int(sizes[c]) for c in order), n_tokens=n, width=width)
+    # The generator's calls do not depend on the tokens: restart after restart, the first centre's integer and then
+    # K - 1 uniforms. Drawn here in that order, they are what the restarts one after the other would draw.
+    draws = []
+    for _ in range(settings.n_init):
+        first = int(rng.integers(n))
+        draws.append((first, [float(rng.random()) for _ in range(k - 1)]))
+    workers = max(1, min(int(threads), settings.n_init))
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+        def each(work: Callable[[int], Any], restarts: Sequence[int]) -> list:
+            return list(pool.map(work, restarts)) if workers > 1 else [work(r) for r in restarts]
+
+        x = _UnitTokens(stream)
+        seeds, chosen = _seed(x, draws, k, each)
+        restarts = _lloyd(x, seeds, settings.max_iter, each)
+        del x
+    best = 0
+    for r in range(1, len(restarts)):
+        if restarts[r].objective > restarts[best].objective:
+            best = r
+    winner = restarts[best]
+    appeared = set(winner.first)
+    order = winner.first + [c for c in range(k) if c not in appeared]
+    return ClusterFit(settings=settings, centres=winner.centres[order], objective=winner.objective, restart=best,
+                      objectives=tuple(r.objective for r in restarts), iterations=tuple(r.made for r in restarts),
+                      seeds=tuple(tuple(c) for c in chosen), sizes=tuple(int(winner.sizes[c]) for c in order),
+                      n_tokens=n, width=width)
