@@ -50,9 +50,9 @@ def photos(coco_mini):
     return out
 
 
-def write_png(path: Path, array: np.ndarray, mode: str | None = None) -> Path:
+def write_png(path: Path, array: np.ndarray) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(array, mode=mode).save(path)
+    Image.fromarray(array).save(path)
     return path
 
 
@@ -145,12 +145,20 @@ def test_cocostuff_refusals(tmp_path, photos):
     curated.write_text(saved)
     json_file = root / "annotations" / "stuff_val2017.json"
     json_file.write_text("{}")
+    CocoStuffSet.from_root(root)  # beside the PNG labels, the JSON files are not in the way
+    pngs = root / "annotations" / "val2017"
+    pngs.rename(root / "pngs")
     with pytest.raises(SemanticDataError, match="JSON annotations are not read") as exc:
         CocoStuffSet.from_root(root)
     assert_one_line(exc, json_file)
     with pytest.raises(SemanticDataError, match="JSON annotations are not read"):
         CocoStuffSet(root / "images" / "val2017", json_file, curated)
     json_file.unlink()
+    (root / "annotations" / "COCO_train2014_000000000077.mat").write_bytes(b"")
+    with pytest.raises(SemanticDataError, match="COCO-Stuff-10k's .mat labels") as exc:
+        CocoStuffSet.from_root(root)
+    assert_one_line(exc, root / "annotations" / "COCO_train2014_000000000077.mat")
+    (root / "pngs").rename(pngs)
     label = root / "annotations" / "val2017" / f"{first}.png"
     mat = label.with_suffix(".mat")
     label.rename(mat)

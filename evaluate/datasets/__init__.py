@@ -1,2 +1,3 @@
-"""Labelled data sets: COCO instances (`coco`) and DAVIS-layout videos (`davis`).
+"""Labelled data sets: COCO instances (`coco`) and DAVIS-layout videos (`davis`); semantic-segmentation sets in
+their published layouts (`cocostuff`, `cityscapes`, `potsdam`, `label_folder`; what they share: `semantic`).
 """

@@ -13,8 +13,8 @@ to 27 classes by STEGO's `Coco.fine_to_coarse` (FINE_TO_COARSE), named by its `g
 12 thing classes (COCO's supercategories) then 15 stuff classes, "food" and "furniture" twice (thing, then stuff).
 
 Refused by name: a root without the curated list (its 5,000 val2017 images are not the published set); COCO-Stuff's
-JSON annotations (stuff_val2017.json) in place of the PNGs; the 10k release's .mat labels; a listed image or label
-missing; a label value that is neither a fine id nor 255.
+JSON annotations (stuff_val2017.json) or the 10k release's .mat labels where the PNG labels should be; a listed image
+or label missing; a label value that is neither a fine id nor 255.
 """
 
 from __future__ import annotations
@@ -72,12 +72,13 @@ TEN_K_HINT = ("COCO-Stuff-10k's .mat labels are another release (10,000 images),
               "(IIC's curated list of the 164k release's stuffthingmaps PNGs)")
 
 
-def _refuse_other_releases(labels_dir: Path) -> None:
-    """A labels folder holding COCO-Stuff's JSON files or the 10k release's .mat files is refused by name."""
-    if labels_dir.is_file() and labels_dir.suffix.lower() == ".json":
-        raise SemanticDataError(f"{labels_dir}: {JSON_HINT}")
-    if labels_dir.is_dir():
-        for path in sorted(labels_dir.iterdir()):
+def _refuse_other_releases(annotations: Path) -> None:
+    """Where the PNG labels should be but are not: COCO-Stuff's JSON files or the 10k release's .mat files there (or
+    a JSON file given as the labels) are refused by name."""
+    if annotations.is_file() and annotations.suffix.lower() == ".json":
+        raise SemanticDataError(f"{annotations}: {JSON_HINT}")
+    if annotations.is_dir():
+        for path in sorted(annotations.iterdir()):
             if path.suffix.lower() == ".json" and path.name.startswith("stuff"):
                 raise SemanticDataError(f"{path}: {JSON_HINT}")
             if path.suffix.lower() == ".mat":
@@ -91,12 +92,13 @@ class CocoStuffSet(SemanticSet):
 
     def __init__(self, images: str | os.PathLike, labels: str | os.PathLike, list_path: str | os.PathLike):
         images_dir, labels_dir, list_file = Path(images), Path(labels), Path(list_path)
-        _refuse_other_releases(labels_dir)
+        if labels_dir.suffix.lower() == ".json":
+            _refuse_other_releases(labels_dir)
         for folder, what in ((images_dir, "images"), (labels_dir, "labels")):
             if not folder.is_dir():
                 raise SemanticDataError(f"{folder}: COCO-Stuff {what} folder not found")
         names = read_list(list_file, "curated image list")
-        ids, names = ids_for(sorted(set(names)))
+        ids, names = ids_for(sorted(set(names)), list_file)
         image_files, label_files = set(os.listdir(images_dir)), set(os.listdir(labels_dir))
         images_by_id, labels_by_id = {}, {}
         for image_id, name in zip(ids, names):
@@ -118,7 +120,8 @@ class CocoStuffSet(SemanticSet):
         root = Path(root)
         if not root.is_dir():
             raise SemanticDataError(f"{root}: COCO-Stuff root folder not found")
-        _refuse_other_releases(root / "annotations")
+        if not (root / "annotations" / split).is_dir():
+            _refuse_other_releases(root / "annotations")
         list_file = root / "curated" / split / CURATED_LIST
         if not list_file.is_file():
             raise SemanticDataError(

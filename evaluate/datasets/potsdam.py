@@ -92,7 +92,7 @@ class PotsdamSet(SemanticSet):
         bad = [name for name in names if not name.isdigit()]
         if bad:
             raise SemanticDataError(f"{list_file}: {bad[0]!r} is not a tile id (IIC's tiles are numbered)")
-        ids, names = ids_for(sorted(set(names)))
+        ids, names = ids_for(sorted(set(names)), list_file)
         images_dir, labels_dir = root / "imgs", root / "gt"
         for folder in (images_dir, labels_dir):
             if not folder.is_dir():
@@ -122,7 +122,7 @@ class PotsdamSet(SemanticSet):
         if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] < 3:
             raise SemanticDataError(f"{path}: 'img' must be uint8 (H, W, >= 3 channels), found {img.dtype} "
                                     f"{img.shape}")
-        return Image.fromarray(np.ascontiguousarray(img[:, :, :3]), mode="RGB")
+        return Image.fromarray(np.ascontiguousarray(img[:, :, :3]))
 
     def image_size(self, image_id: int) -> tuple[int, int]:
         """(width, height) of the tile, from its .mat header."""

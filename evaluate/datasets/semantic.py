@@ -76,9 +76,9 @@ def read_list(path: Path, what: str) -> list[str]:
     return names
 
 
-def ids_for(names: Sequence[str]) -> tuple[list[int], list[str]]:
+def ids_for(names: Sequence[str], where: Path) -> tuple[list[int], list[str]]:
     """(ids, names) in set order: numeric names -> their numbers, sorted by number; else 0..n-1 over sorted names.
-    Two names of one number ("139", "0139") are refused by the caller's listing."""
+    Two names of one number ("139", "0139") are refused, naming `where` (the list they come from)."""
     if names and all(name.isdigit() for name in names):
         pairs = sorted((int(name), name) for name in names)
         ids = [i for i, _ in pairs]
@@ -86,7 +86,7 @@ def ids_for(names: Sequence[str]) -> tuple[list[int], list[str]]:
             seen: dict[int, str] = {}
             for i, name in pairs:
                 if i in seen:
-                    raise SemanticDataError(f"two images of id {i}: {seen[i]!r} and {name!r}")
+                    raise SemanticDataError(f"{where}: two images of id {i}: {seen[i]!r} and {name!r}")
                 seen[i] = name
         return ids, [name for _, name in pairs]
     ordered = sorted(names)

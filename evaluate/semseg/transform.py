@@ -74,7 +74,7 @@ def tokens320_labels(labels: np.ndarray, side: int) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.dtype != np.uint8 or labels.ndim != 2:
         raise SemsegError(f"a label map must be (H, W) uint8, got {labels.dtype} {labels.shape}")
-    return np.asarray(_resized_square(Image.fromarray(labels, mode="L"), side), dtype=np.uint8)
+    return np.asarray(_resized_square(Image.fromarray(labels), side), dtype=np.uint8)
 
 
 def tokens320_input(img: Image.Image, patch: int) -> torch.Tensor:
