@@ -158,3 +158,48 @@ def test_the_confusion_counts_labelled_pixels_only_and_refuses_stray_values():
         cluster_confusion(clusters, np.full((2, 2), 7, dtype=np.uint8), 3, 2)
     with pytest.raises(SemsegError, match="differ in size"):
         cluster_confusion(clusters, labels[:1], 3, 2)
+
+
+# ------------------------------------------------------------------------------------ the pieces, end to end
+
+
+def test_tokens_that_name_their_patchs_class_score_as_the_labels_upsampled_on_the_demo_set(tmp_path):
+    """The demo set read by the folder kind, each label square (tokens320) cut into 16-px patches, each patch's token
+    the one-hot of its majority class: the clusters are the classes, and the scores are those of the one-hot grid
+    upsampled and compared with the labels, computed here; the same tokens transposed (columns for rows) score lower,
+    so the token grid is read row by row on the square the labels are scored on."""
+    from evaluate.datasets.label_folder import LabelFolderSet
+    from evaluate.demo.semseg import make_demo_semseg
+    from evaluate.semseg.cluster import ClusterSettings, TokenStream, fit_clusters
+    from evaluate.semseg.transform import tokens320_labels, tokens320_side
+
+    out = make_demo_semseg(tmp_path / "demo", n_images=6, seed=2)
+    data = LabelFolderSet(out / "images", out / "labels", out / "classes.txt")
+    side, patch, c = tokens320_side(16), 16, len(data.class_names)
+    g = side // patch
+    squares, tokens = [], []
+    for image_id in data.image_ids:
+        square = tokens320_labels(data.labels(image_id), side)
+        patches = square.reshape(g, patch, g, patch).transpose(0, 2, 1, 3).reshape(g * g, -1)
+        majority = [np.bincount(p[p < c], minlength=c).argmax() if (p < c).any() else 0 for p in patches]
+        squares.append(square)
+        tokens.append(np.eye(c, dtype=np.float32)[majority])
+    fit = fit_clusters(TokenStream.from_arrays(tokens), ClusterSettings(c, n_init=2))
+
+    def scored(grids: list[np.ndarray]):
+        confusions = [cluster_confusion(cluster_map(t, fit.centres, side), s, c, c) for t, s in zip(grids, squares)]
+        return score_set(confusions, data.image_ids)
+
+    scores = scored(tokens)
+    correct = labelled = 0
+    for t, square in zip(tokens, squares):
+        logits = torch.from_numpy(t.T.reshape(1, c, g, g).astype(np.float64))
+        up = torch.nn.functional.interpolate(logits, size=(side, side), mode="bilinear", align_corners=False)[0]
+        predicted = up.numpy().argmax(axis=0)
+        keep = square < c
+        correct += int((predicted[keep] == square[keep]).sum())
+        labelled += int(keep.sum())
+    assert sorted(scores.matching.cluster_to_class.tolist()) == list(range(c))
+    assert scores.accuracy == pytest.approx(100 * correct / labelled, abs=1e-12) and scores.accuracy > 90
+    transposed = [t.reshape(g, g, c).transpose(1, 0, 2).reshape(g * g, c) for t in tokens]
+    assert scored(transposed).accuracy < scores.accuracy - 5
