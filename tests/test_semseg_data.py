@@ -18,7 +18,8 @@ from evaluate.datasets.cocostuff import CLASS_NAMES as COCOSTUFF_NAMES
 from evaluate.datasets.cocostuff import CURATED_LIST, CocoStuffSet
 from evaluate.datasets.label_folder import LabelFolderSet
 from evaluate.datasets.potsdam import PotsdamSet
-from evaluate.datasets.semantic import SemanticDataError, open_semantic_set
+from evaluate.datasets.semantic import SemanticDataError
+from evaluate.datasets.semantic_kinds import open_semantic_set
 from evaluate.demo.scenes import make_scene
 from evaluate.demo.semseg import make_demo_semseg, scene_labels
 

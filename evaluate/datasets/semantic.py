@@ -4,7 +4,8 @@ size check, the sorted listing and the label identity.
 A kind (`evaluate.datasets.cocostuff`, `cityscapes`, `potsdam`, `label_folder`) is a `SemanticSet`:
 
     kind                 its config name ("cocostuff", "cityscapes", "potsdam", "folder")
-    from_spec(spec)      built from its config entry (a dict; `open_semantic_set` picks the kind by spec["kind"])
+    from_spec(spec)      built from its config entry (a dict; `evaluate.datasets.semantic_kinds.open_semantic_set`
+                         picks the kind by spec["kind"])
     image_ids, names     sorted ints and the names in the same order
     image_path(id)       the file the image is read from
     open_image(id)       PIL RGB as stored: no EXIF orientation (the labels are drawn on the stored pixels)
@@ -40,7 +41,6 @@ IGNORE = 255  # the label value that counts neither for nor against a score
 SINGLE_CHANNEL_MODES = ("1", "L", "P", "I", "I;16", "I;16L", "I;16B", "I;16N")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 LABEL_SUFFIX = ".png"
-KINDS = ("cocostuff", "cityscapes", "potsdam", "folder")
 
 
 class SemanticDataError(EvaluationError):
@@ -210,25 +210,3 @@ class SemanticSet:
 
     def _decode_labels(self, image_id: int) -> np.ndarray:  # pragma: no cover (each kind defines it)
         raise NotImplementedError
-
-
-def required(spec: Mapping[str, Any], kind: str, *keys: str) -> list[Any]:
-    """The values of `keys` in a config entry; a missing one is one line naming the kind and the key."""
-    missing = [key for key in keys if spec.get(key) in (None, "")]
-    if missing:
-        raise SemanticDataError(f"a {kind} data set needs {', '.join(missing)} in its config entry")
-    return [spec[key] for key in keys]
-
-
-def open_semantic_set(spec: Mapping[str, Any]) -> SemanticSet:
-    """The data set of a config entry, by its `kind` (one of KINDS)."""
-    from evaluate.datasets.cityscapes import CityscapesSet
-    from evaluate.datasets.cocostuff import CocoStuffSet
-    from evaluate.datasets.label_folder import LabelFolderSet
-    from evaluate.datasets.potsdam import PotsdamSet
-
-    kinds = {k.kind: k for k in (CocoStuffSet, CityscapesSet, PotsdamSet, LabelFolderSet)}
-    kind = spec.get("kind")
-    if kind not in kinds:
-        raise SemanticDataError(f"unknown semantic-segmentation data kind {kind!r}; one of {', '.join(KINDS)}")
-    return kinds[kind].from_spec(spec)
