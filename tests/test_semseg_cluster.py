@@ -180,7 +180,7 @@ def test_chunks_of_any_sizes_give_the_same_fit_to_the_bit(tmp_path):
 def test_per_token_state_in_a_temporary_file_gives_the_same_fit(monkeypatch):
     """Past STATE_MEMORY bytes the seeding's distances and Lloyd's assignments live in a temporary file, read and
     written a block at a time: the fit is the in-memory one, to the bit."""
-    import evaluate.semseg.cluster as cluster
+    from evaluate.semseg import cluster
 
     tokens = clustered_tokens(BLOCK_ROWS + 1500, 8, 4, seed=12)
     settings = ClusterSettings(4, seed=3, n_init=3)
@@ -193,7 +193,7 @@ def test_per_token_state_in_a_temporary_file_gives_the_same_fit(monkeypatch):
 def test_streamed_tokens_and_threads_give_the_same_fit(monkeypatch):
     """A set too large to hold its unit tokens (TOKENS_MEMORY) is streamed anew every pass, and the restarts' work
     may run in threads: the fit is the held, single-threaded one, to the bit."""
-    import evaluate.semseg.cluster as cluster
+    from evaluate.semseg import cluster
 
     tokens = clustered_tokens(BLOCK_ROWS + 1500, 8, 4, seed=13)
     settings = ClusterSettings(4, seed=5, n_init=3)
