@@ -26,6 +26,7 @@ include: "workflow/rules/video.smk"
 include: "workflow/rules/discovery.smk"
 include: "workflow/rules/saliency.smk"
 include: "workflow/rules/segmentation.smk"
+include: "workflow/rules/semseg.smk"
 include: "workflow/rules/ledger.smk"
 include: "workflow/rules/attention.smk"
 

@@ -8,6 +8,11 @@
     coco-boxes    discovery:       boxes        a COCO instances file's boxes (+ image list)  keys-native
     saliency      saliency:        saliency     images + masks folders (ECSSD, DUTS, ...)     saliency
     voc           segmentation:    voc_segmentation  VOC's object and class maps (VOC12 val)   cls-attention
+    cocostuff     semseg:          cocostuff    COCO-Stuff-27 (STEGO's layout, curated list)  tokens320
+    cityscapes    semseg:          cityscapes   Cityscapes leftImg8bit + gtFine labelIds      tokens320
+    potsdam       semseg:          potsdam      Potsdam-3 (IIC's .mat files)                  tokens320
+    folder        semseg:          label_folder images + single-channel label PNGs + classes  tokens320
+    (what the semantic kinds share: `semantic`)
 
 The face (every image kind; a video kind's units are its sequences instead of images):
 - opened from its config entry: `open_dataset(spec)`, where `spec` is what the workflow hands its jobs

@@ -2,10 +2,12 @@
 their one home), below every stage that uses them: a data set declaring a benchmark is checked against its size when
 it is listed (`evaluate.datasets.manifest`), and the tables set its published rows beside the measured ones.
 
-The file: `sources` (key -> {text}), `benchmarks` (name -> {images, text}) and `rows`, each {method, architecture,
-measure, source, values: {benchmark: percent}}. A new method, measure or benchmark is a new entry, never code:
-`published_rows(architecture, benchmark)` returns what matches, and `benchmark_size(name)` the size a
-data set declaring that benchmark is checked against.
+The file: `sources` (key -> {text}), `benchmarks` (name -> {images, text}; images null where no size is known here)
+and `rows`, each {method, architecture, measure, source, values: {benchmark: value}, and `protocol` where the number
+was measured by another protocol than this tool's}. A new method, measure or benchmark is a new entry, never code:
+`published_rows(architecture, benchmark)` returns the rows a measured column of that benchmark stands beside (never
+one of another protocol), `protocol_rows(architectures)` the others, which the tables set apart in a table of their
+own, and `benchmark_size(name)` the size a data set declaring that benchmark is checked against (None: unknown).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class PublishedRow:
     measure: str
     value: float
     source: str
+    protocol: str | None = None
 
 
 @lru_cache(maxsize=None)
@@ -53,19 +56,28 @@ def load_published(path: str = str(FILE)) -> tuple[tuple[PublishedRow, ...], dic
                 if benchmark not in benchmarks:
                     raise PublishedError(f"{path}: rows[{index}] names unknown benchmark {benchmark!r}")
                 rows.append(PublishedRow(str(entry["method"]), str(entry["architecture"]), str(benchmark),
-                                         str(entry["measure"]), float(value), sources[entry["source"]]))
+                                         str(entry["measure"]), float(value), sources[entry["source"]],
+                                         None if entry.get("protocol") is None else str(entry["protocol"])))
     except (KeyError, TypeError, AttributeError) as exc:
         raise PublishedError(f"{path}: malformed ({exc!r}); see its header for the layout") from None
     return tuple(rows), benchmarks
 
 
 def published_rows(architecture: str | None, benchmark: str | None) -> list[PublishedRow]:
-    """The published rows for one architecture on one benchmark, in the file's order."""
+    """The published rows of this tool's protocol for one architecture on one benchmark, in the file's order."""
     rows, _ = load_published()
-    return [r for r in rows if r.architecture == architecture and r.benchmark == benchmark]
+    return [r for r in rows if r.architecture == architecture and r.benchmark == benchmark and r.protocol is None]
 
 
-def benchmark_size(benchmark: str) -> int:
-    """The image count of a published benchmark (the file's `benchmarks`)."""
+def protocol_rows(architectures: set[str]) -> list[PublishedRow]:
+    """The published rows of other protocols for the given architectures, in the file's order: never a column of
+    a measured number."""
+    rows, _ = load_published()
+    return [r for r in rows if r.architecture in architectures and r.protocol is not None]
+
+
+def benchmark_size(benchmark: str) -> int | None:
+    """The image count of a published benchmark (the file's `benchmarks`), None where the file knows none."""
     _, benchmarks = load_published()
-    return int(benchmarks[benchmark]["images"])
+    images = benchmarks[benchmark].get("images")
+    return None if images is None else int(images)

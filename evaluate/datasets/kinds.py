@@ -45,6 +45,16 @@ KINDS: tuple[Kind, ...] = (
          "evaluate.demo.saliency:make_demo_saliency"),
     Kind("segmentation", "voc", "evaluate.datasets.voc_segmentation:VocSegmentation.from_spec", ("cls-attention",),
          ("root", "split", "benchmark"), (("root",),), "evaluate.demo.segmentation:make_demo_voc_segmentation"),
+    Kind("semseg", "cocostuff", "evaluate.datasets.cocostuff:CocoStuffSet.from_spec", ("tokens320",),
+         ("root", "split", "images", "labels", "list", "benchmark"), (("root",), ("images", "labels", "list")), ""),
+    Kind("semseg", "cityscapes", "evaluate.datasets.cityscapes:CityscapesSet.from_spec", ("tokens320",),
+         ("root", "split", "labels", "benchmark"), (("root",),), ""),
+    Kind("semseg", "potsdam", "evaluate.datasets.potsdam:PotsdamSet.from_spec", ("tokens320",), ("root", "benchmark"),
+         (("root",),), ""),
+    Kind("semseg", "folder", "evaluate.datasets.label_folder:LabelFolderSet.from_spec", ("tokens320",),
+         ("root", "split", "images", "labels", "classes", "benchmark"), (("root", "classes"),
+                                                                         ("images", "labels", "classes")),
+         "evaluate.demo.semseg:make_demo_semseg"),
 )
 SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(k.section for k in KINDS))
 

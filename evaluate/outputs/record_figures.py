@@ -29,10 +29,17 @@ def _attention_masks(records: Sequence[dict], out_dir: str | os.PathLike, figure
     return attention_mask_figures(records, out_dir, overlay_images=int(figures["overlay_images"]))
 
 
+def _semseg(records: Sequence[dict], out_dir: str | os.PathLike, figures: Mapping[str, Any]) -> list[Path]:
+    from evaluate.outputs.semseg_figures import semseg_figures
+
+    return semseg_figures(records, out_dir, overlay_images=int(figures["overlay_images"]))
+
+
 DRAWERS: tuple[Callable[[Sequence[dict], str | os.PathLike, Mapping[str, Any]], list[Path]], ...] = (
     _discovery,
     _saliency,
     _attention_masks,
+    _semseg,
 )
 
 

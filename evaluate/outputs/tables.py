@@ -169,6 +169,28 @@ def add_published_rows(table: Table, recs: Sequence[dict], cols: Sequence[str], 
                          f"{'; '.join(sources)}."
 
 
+def protocol_table(records: Sequence[dict]) -> list[Table]:
+    """`published-protocols`: the published numbers of other protocols (evaluate/datasets/benchmarks.yaml rows with a
+    `protocol`) for the architectures the records scored, one row each: never a column of a measured number, since
+    no one of them was measured the way this tool measures. None where there is none."""
+    from evaluate.datasets.benchmarks import load_published, protocol_rows
+
+    rows = protocol_rows({r["architecture"] for r in records if r.get("architecture")})
+    if not rows:
+        return []
+    _, benchmarks = load_published()
+    sources = list(dict.fromkeys(r.source for r in rows))
+    table = Table("published-protocols", "Published numbers of other protocols for the architectures scored here, "
+                  "set apart: none was measured as this tool measures, so none stands beside a measured column. "
+                  f"Sources: {'; '.join(sources)}.",
+                  [text_column(k) for k in ("method", "architecture", "benchmark", "measure", "protocol")]
+                  + [measure_column("value", best=False)])
+    for row in rows:
+        table.rows.append([text(row.method), text(row.architecture), text(benchmarks[row.benchmark]["text"]),
+                           text(catalogue.plain(row.measure)), text(row.protocol), Cell(row.value)])
+    return [table]
+
+
 def run_tables(records: Sequence[dict]) -> list[Table]:
     """Per run and eval data set (`run-{run}_{dataset}`): rows sorted by epoch (None last), then checkpoint."""
     evals = [r for r in records if r["role"] == "eval"]
@@ -351,7 +373,7 @@ def build_tables(ledger_dir: str | os.PathLike, out_dir: str | os.PathLike, comp
     if gallery_images is not None:
         tables += views.gallery_tables(records, int(gallery_images))
     tables += views.attention_head_tables(records) + views.attention_mask_tables(records)
-    tables += agreement_tables(records, **boot)
+    tables += agreement_tables(records, **boot) + protocol_table(records)
     files: list[Path] = []
     for table in tables:
         files += write_table(out_dir, table)

@@ -36,6 +36,13 @@ SALIENCY_META = f"{RESULTS}/saliency/{{checkpoint}}/{{dataset}}/{{shard}}.json"
 CLS_ATTENTION_SHARD = f"{RESULTS}/cls-attention/{{checkpoint}}/{{dataset}}/{{shard}}.npz"
 CLS_ATTENTION_META = f"{RESULTS}/cls-attention/{{checkpoint}}/{{dataset}}/{{shard}}.json"
 
+# unsupervised semantic segmentation (docs/design.md §18): tokens320 shards (in the features' folders), each
+# checkpoint's clusters of a set, and each shard's cluster maps (a PNG per image)
+TOKENS320 = f"{SHARD}/tokens320.npy"
+SEMSEG = f"{RESULTS}/semseg/{{checkpoint}}/{{dataset}}"
+SEMSEG_FIT = f"{SEMSEG}/fit.json"
+SEMSEG_MAPS = f"{SEMSEG}/maps/{{shard}}"
+
 # stage 3: the decoder
 DECODER = f"{RESULTS}/decoder"
 SWEEP_SHARD = f"{DECODER}/sweep/{{dataset}}/{{shard}}.npz"
@@ -76,6 +83,7 @@ DISCOVERY_RECORD = RECORD.replace("{kind}", "{decoder}")  # kind = the box decod
 ATTENTION_RECORD = RECORD.replace("{kind}", "attention")
 SALIENCY_RECORD = RECORD.replace("{kind}", "saliency")
 ATTENTION_MASKS_RECORD = RECORD.replace("{kind}", "attention_masks")
+SEMSEG_RECORD = RECORD.replace("{kind}", "semseg")
 OPENINGS = f"{LEDGER}/openings.csv"
 # a copy of each scoring's record under the key of what decided it, so a re-run on the same inputs opens no labels;
 # beside it, the result its opening row hashes where the record does not hold it (the selection's sweep table rows)
@@ -88,5 +96,5 @@ FIGURES = f"{RESULTS}/figures"
 REPORT = f"{RESULTS}/report.html"
 
 # the embedded demo: seeded checkpoints, and each demo data set drawn in a folder named after its config section
-DEMO_CHECKPOINT = f"{RESULTS}/demo/checkpoints/{{checkpoint}}.pth"
+DEMO_CHECKPOINT = f"{RESULTS}/demo/checkpoints/{{checkpoint}}.{{suffix}}"  # .pth, or .safetensors
 DEMO_DATASET = f"{RESULTS}/demo/{{section}}/{{dataset}}"

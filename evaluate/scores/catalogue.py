@@ -71,6 +71,9 @@ CATALOGUE: tuple[Measure, ...] = (
     Measure("attention_mask_jaccard", "attention-mask Jaccard", "attention-mask Jaccard"),
     Measure("attention_mask_jaccard_heads", "attention-mask Jaccard (heads' mean)",
             "attention-mask Jaccard (heads' mean)"),
+    # unsupervised semantic segmentation (§18): the clusters matched to the classes once for the whole set
+    Measure("unsup_miou", "unsup. mIoU", "unsup.\\ mIoU"),
+    Measure("unsup_acc", "unsup. accuracy", "unsup.\\ accuracy"),
     # the attention spread (§13): a description of the checkpoint, not a score
     Measure("attention_spread", "attention spread", "attention spread", better="neither"),
     Measure("attention_entropy", "attention entropy", "attention entropy", unit="nats", better="neither", digits=2),

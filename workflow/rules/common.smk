@@ -4,6 +4,7 @@ import re
 
 from snakemake.utils import validate
 
+from evaluate import ConfigError
 from evaluate.plumbing import paths
 from evaluate.experiment import Experiment, check_config_names
 from evaluate.plumbing.provenance import job_code_hash, module_code_hash
@@ -59,6 +60,10 @@ JOBS = {
     "attention_rows": "evaluate.jobs.attention:attention_rows",
     "read_cls_attention": "evaluate.jobs.segmentation:read_cls_attention",
     "score_attention_masks": "evaluate.jobs.segmentation:score_attention_masks",
+    "extract_tokens320": "evaluate.jobs.semseg:extract_tokens320",
+    "fit_clusters": "evaluate.jobs.semseg:fit_clusters",
+    "predict_clusters": "evaluate.jobs.semseg:predict_clusters",
+    "score_semseg": "evaluate.jobs.semseg:score_semseg",
 }
 CODE = {rule: job_code_hash(job, SCRIPT) for rule, job in JOBS.items()}
 # A data set's kind is opened (and a demo one drawn) by the module its spec names, which no job imports by name: the

@@ -32,6 +32,7 @@ rule demo_checkpoint:
         "benchmarks/demo_checkpoint/{checkpoint}.tsv"
     wildcard_constraints:
         checkpoint=_alternatives(DEMO_CHECKPOINTS),
+        suffix="pth|safetensors",
     params:
         demo=demo_checkpoint_of,
         job=JOBS["demo_checkpoint"],
