@@ -27,9 +27,9 @@ rule demo_checkpoint:
     output:
         paths.DEMO_CHECKPOINT,
     log:
-        "logs/demo_checkpoint/{checkpoint}.log",
+        "logs/demo_checkpoint/{checkpoint}.{suffix}.log",
     benchmark:
-        "benchmarks/demo_checkpoint/{checkpoint}.tsv"
+        "benchmarks/demo_checkpoint/{checkpoint}.{suffix}.tsv"
     wildcard_constraints:
         checkpoint=_alternatives(DEMO_CHECKPOINTS),
         suffix="pth|safetensors",
