@@ -22,7 +22,9 @@ help:
 	@echo "make run        set up, then run the whole workflow on config.yaml (the embedded demo as shipped);"
 	@echo "                make run CONFIG=my.yaml runs it on my.yaml alone"
 	@echo "make test       set up, then run the test suite"
-	@echo "make check      the bad-input matrix alone"
+	@echo "make check      validate config.yaml (or CONFIG=my.yaml) without running it, and print what it costs:"
+	@echo "                jobs per rule, features on disk, label openings against each sealed budget"
+	@echo "make check-inputs  the bad-input test matrix alone (pytest -m badinput)"
 	@echo "make lint       snakemake --lint (only the software-environment finding allowed) and snakefmt --check"
 	@echo "make docs       the documentation site into site/ (mkdocs build --strict: a broken link fails it)"
 	@echo "make reference  docs/configuration.md rewritten from workflow/schemas/config.schema.yaml"
@@ -84,7 +86,11 @@ reference: setup
 docs: setup
 	$(PY) -m mkdocs build --strict --site-dir site
 
+# The experiment validated without running it: jobs per rule, disk, and label openings against each sealed budget.
 check: setup
+	$(PY) -m evaluate.check $(if $(CONFIG),$(CONFIG),config.yaml)
+
+check-inputs: setup
 	$(PY) -m pytest -q -rs -m badinput
 
 bench: setup
