@@ -16,7 +16,7 @@ CONFIG_ARGS := $(if $(CONFIG),--configfile $(CONFIG))
 TEST_WORKERS ?= auto
 SMK = $(SNAKEMAKE) --profile $(PROFILE) --cores $(CORES) $(CONFIG_ARGS)
 
-.PHONY: setup run dry-run features tables unlock report verify test check check-inputs lint docs reference bench slurm-test clean help
+.PHONY: setup run dry-run features tables unlock report verify test check check-inputs lint docs reference bench subset slurm-test clean help
 
 help:
 	@echo "make run        set up, then run the whole workflow on config.yaml (the embedded demo as shipped);"
@@ -34,6 +34,8 @@ help:
 	@echo "make verify     check the openings hash chain and every record"
 	@echo "make unlock     release Snakemake's lock after a killed run (then make run resumes)"
 	@echo "make bench      the speed benchmarks in bench/"
+	@echo "make subset     SOURCE=instances_train2017.json IMAGES=500 [SEED=0] OUT=instances_train_subset.json:"
+	@echo "                a seeded, category-balanced subset of a COCO instances file"
 	@echo "make slurm-test run the demo through a real single-node SLURM (needs root; installs Debian packages)"
 
 # The CPU wheel of torch 2.13.0 is installed first and on its own, so that nothing pulls a multi-GB CUDA build.
@@ -100,6 +102,13 @@ bench: setup
 	$(PY) bench/memory.py
 	$(PY) bench/scale.py
 	$(PY) bench/attention.py
+
+# A seeded, category-balanced subset of a COCO instances file (evaluate/datasets/subset.py), e.g. the COCO example's
+# train subset: make subset SOURCE=data/coco/annotations/instances_train2017.json IMAGES=500 SEED=0 \
+#   OUT=data/coco/annotations/instances_train_subset.json
+SEED ?= 0
+subset: setup
+	$(PY) -m evaluate.datasets.subset $(SOURCE) --images $(IMAGES) --seed $(SEED) -o $(OUT)
 
 slurm-test: setup
 	bash workflow/profiles/slurm/slurm-test.sh
