@@ -28,22 +28,23 @@ def slug(heading: str) -> str:
     return re.sub(r"[-\s]+", "-", text)
 
 
-def prose(text: str) -> list[tuple[int, str]]:
-    """(line number, line) of a Markdown text outside fenced code blocks, inline code spans blanked."""
+def prose(text: str, code_spans: bool = False) -> list[tuple[int, str]]:
+    """(line number, line) of a Markdown text outside fenced code blocks, inline code spans blanked (kept with
+    `code_spans`)."""
     out, fenced = [], False
     for number, line in enumerate(text.splitlines(), start=1):
         if FENCE.match(line.lstrip()):
             fenced = not fenced
             continue
         if not fenced:
-            out.append((number, re.sub(r"`[^`]*`", "``", line)))
+            out.append((number, line if code_spans else re.sub(r"`[^`]*`", "``", line)))
     return out
 
 
 def anchors(page: Path) -> set[str]:
     """The anchors of a Markdown page: its headings' slugs and explicit `{#id}` attributes."""
     found = set()
-    for _, line in prose(page.read_text(encoding="utf-8")):
+    for _, line in prose(page.read_text(encoding="utf-8"), code_spans=True):
         heading = re.match(r"^#{1,6}\s+(.*?)\s*(\{#([\w-]+)\})?\s*$", line)
         if heading:
             found.add(heading.group(3) or slug(heading.group(1)))
@@ -88,13 +89,13 @@ def test_the_slug_is_the_toc_rule():
 def test_a_missing_page_and_a_missing_anchor_are_found(tmp_path, monkeypatch):
     monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
     (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "a.md").write_text("# A\n\n## Sizes and disk\n\n```\n[not a link](gone.md)\n```\n[two\nlines](gone.md)\n")
+    (tmp_path / "docs" / "a.md").write_text("# A\n\n## Sizes and disk\n\n## The `form` key\n\n```\n[not a link](gone.md)\n```\n[two\nlines](gone.md)\n")
     page = tmp_path / "docs" / "b.md"
-    page.write_text("[ok](a.md#sizes-and-disk) [gone](gone.md) [anchor](a.md#sizes) `[code](x.md)` "
+    page.write_text("[ok](a.md#sizes-and-disk) [code](a.md#the-form-key) [gone](gone.md) [anchor](a.md#sizes) `[code](x.md)` "
                     "[self](#here)\n\n## Here\n[web](https://example.org/x.md)\n")
     assert broken_links(page) == ["docs/b.md:1: gone.md: no file docs/gone.md",
                                   "docs/b.md:1: a.md#sizes: no heading #sizes in docs/a.md"]
-    assert broken_links(tmp_path / "docs" / "a.md") == ["docs/a.md:9: gone.md: no file docs/gone.md"]
+    assert broken_links(tmp_path / "docs" / "a.md") == ["docs/a.md:11: gone.md: no file docs/gone.md"]
 
 
 def test_every_link_of_the_readme_and_the_docs_reaches_a_file_and_heading_of_the_source_tree():
