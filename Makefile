@@ -33,7 +33,7 @@ help:
 	@echo "make report     results/snakemake-report.html (Snakemake's HTML report; results/report.html is ours)"
 	@echo "make verify     check the openings hash chain and every record"
 	@echo "make unlock     release Snakemake's lock after a killed run (then make run resumes)"
-	@echo "make bench      the speed benchmarks in bench/"
+	@echo "make bench      every speed benchmark in bench/ (one needing ../shared/data skips where it is absent)"
 	@echo "make subset     SOURCE=instances_train2017.json IMAGES=500 [SEED=0] OUT=instances_train_subset.json:"
 	@echo "                a seeded, category-balanced subset of a COCO instances file"
 	@echo "make slurm-test run the demo through a real single-node SLURM (needs root; installs Debian packages)"
@@ -95,13 +95,11 @@ check: setup
 check-inputs: setup
 	$(PY) -m pytest -q -rs -m badinput
 
+# Every bench of bench/ (tests/test_bench_skips.py checks the list): those that need ../shared/data say so and skip.
+# The long ones: memory.py runs the workflow twice, precision.py extracts with every precision.
+BENCHES := extract decode probe attention discovery saliency video scale precision memory
 bench: setup
-	$(PY) bench/extract.py
-	$(PY) bench/decode.py
-	$(PY) bench/probe.py
-	$(PY) bench/memory.py
-	$(PY) bench/scale.py
-	$(PY) bench/attention.py
+	@set -e; for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py; done
 
 # A seeded, category-balanced subset of a COCO instances file (evaluate/datasets/subset.py), e.g. the COCO example's
 # train subset: make subset SOURCE=data/coco/annotations/instances_train2017.json IMAGES=500 SEED=0 \

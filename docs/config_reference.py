@@ -6,7 +6,7 @@ type, default and meaning), and the documentation site's front page, taken from 
 docs/configuration.md is committed, so that its links work in the repository as on the site; tests/test_docs.py
 fails when it is not what the schema makes now. `mkdocs build` (mkdocs.yml `hooks:`) runs `on_files`, which adds
 `index.md` from README.md (its `docs/` links made site-relative) without writing it into docs/, and
-`on_page_markdown`, which points the pages' links to `../README.md` at that page (docs/design.md §18).
+`on_page_markdown`, which points the pages' links to `../README.md` at that page (docs/design.md §17).
 """
 
 from __future__ import annotations
