@@ -38,13 +38,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.machine import machine_line  # noqa: E402
+from bench.shared_data import COCO_MINI  # noqa: E402
 from decoders import square_grid, sweep_settings  # noqa: E402
 from decoders.ncut.cut import _Graph, _ImageCuts, check_keys, ncut_decode, ncut_sweep  # noqa: E402
 from decoders.ncut.settings import TOKENCUT  # noqa: E402
 from decoders.ncut.solver import SolverStats, fiedler  # noqa: E402
 from evaluate.experiment import config_defaults  # noqa: E402
 
-COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 SEED_GRID = (30, 30)  # ViT-S/16's keys480 grid (the synthetic keys' default)
 P8_GRID = (60, 60)  # ViT-S/8's keys480 grid at 480 px: 3,600 nodes
 DECODER = config_defaults("decoder")  # the workflow's defaults: the bench times what a run does

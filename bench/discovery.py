@@ -1,4 +1,4 @@
-"""Benchmark object discovery's two costs (docs/design.md §12): the keys-native reading and the tokencut decoder.
+"""Benchmark object discovery's two costs (docs/design.md §15): the keys-native reading and the tokencut decoder.
 
     .venv/bin/python bench/discovery.py                 # 4 coco2017-mini val images, a seeded released ViT-S/16
     .venv/bin/python bench/discovery.py --images 2      # the smallest run
@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.extract import plain_vit_forward  # noqa: E402
 from bench.machine import machine_line  # noqa: E402
+from bench.shared_data import COCO_MINI  # noqa: E402
 from decoders import tokencut  # noqa: E402
 from decoders.boxes import box_of  # noqa: E402
 from evaluate.demo.checkpoints import make_demo_checkpoint  # noqa: E402
@@ -37,7 +38,6 @@ from evaluate.networks.checkpoints import load_backbone  # noqa: E402
 from evaluate.pixels.images import normalise, open_rgb  # noqa: E402
 from evaluate.readings.native import native_keys, pad_to_patch  # noqa: E402
 
-COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 
 
 def dense_tokencut(keys: np.ndarray, grid: tuple[int, int], tau: float = 0.2, eps: float = 1e-5) -> np.ndarray:

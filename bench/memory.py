@@ -40,9 +40,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench.machine import machine_line  # noqa: E402
+from bench.shared_data import COCO_MINI, skip_unless  # noqa: E402
 from evaluate.networks.registry import ARCHITECTURES, REGISTRY  # noqa: E402
 
-COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 RULES = ("preprocess", "extract", "attention_shard", "attention_record", "attention_rows", "sweep_decode",
          "select_setting", "decode", "merge_masks", "score_decoder", "eigenvector", "train_probe", "score_probe",
          "scores", "tables")
@@ -106,9 +106,7 @@ def main() -> int:
     shapes = ", ".join(f"{kind} (N, {rows}, {width})" for kind, (rows, width) in geometry.kinds.items())
     print(f"network: {args.architecture} (seeded, backbone form): {shapes} per shard of N images; load average "
           f"before {os.getloadavg()[0]:.1f} (other processes share the CPUs)")
-    if not (COCO_MINI / "annotations.json").is_file():
-        print(f"bench/memory.py needs {COCO_MINI} (coco2017-mini); it is absent here", file=sys.stderr)
-        return 2
+    skip_unless(COCO_MINI / "annotations.json", "bench/memory.py")
     pooled = json.loads((COCO_MINI / "annotations.json").read_text())
     train = json.loads((COCO_MINI / "annotations_train.json").read_text())
     pooled["images"] += train["images"]

@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.machine import machine_line  # noqa: E402
+from bench.shared_data import skip_unless  # noqa: E402
 from bench.memory import pooled_subset  # noqa: E402
 from bench.scale import COCO_MINI, FEATURES, add_job_options  # noqa: E402
 from decoders import get_decoder  # noqa: E402
@@ -164,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     add_job_options(parser, "--batch", "--threads", "--workers")
     parser.add_argument("--device", default=FEATURES["device"], help=f"features.device ({FEATURES['device']})")
     args = parser.parse_args(argv)
-    if not (COCO_MINI / "annotations.json").is_file():
-        print(f"bench/precision.py needs {COCO_MINI} (coco2017-mini); it is absent here", file=sys.stderr)
-        return 2
+    skip_unless(COCO_MINI / "annotations.json", "bench/precision.py")
     root = Path(tempfile.mkdtemp(prefix="bench-precision-"))
     try:
         measure(args, root)

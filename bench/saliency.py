@@ -38,12 +38,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.machine import machine_line
+from bench.shared_data import DAVIS_MINI, skip_unless
 from evaluate.networks.vit import VisionTransformer
 from decoders.bilateral import TOKENCUT_SOLVER, bilateral_refine, bilateral_system, solve_system
 from evaluate.datasets.saliency import open_saliency_set, read_image
 from evaluate.readings.saliency import network_input, read_saliency, read_saliency_set
 
-DAVIS_MINI = REPO.parent / "shared" / "data" / "davis2016-mini"
 
 
 def write_set(folder: Path, n: int, size: tuple[int, int]) -> None:
@@ -80,8 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if not DAVIS_MINI.is_dir():
-        sys.exit(f"{DAVIS_MINI}: not found (the real photos of this bench lie in ../shared beside the checkout)")
+    skip_unless(DAVIS_MINI / "JPEGImages", "bench/saliency.py")
     print(machine_line())
     torch.manual_seed(0)
     network = VisionTransformer(class_token=True, final_norm=True).eval()  # ViT-S/16, released form

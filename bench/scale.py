@@ -35,9 +35,9 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 
 from bench.machine import machine_line  # noqa: E402
+from bench.shared_data import COCO_MINI, skip_unless  # noqa: E402
 from evaluate.networks.checkpoints import load_backbone  # noqa: E402
 from evaluate.datasets.coco import CocoDataset  # noqa: E402
 from evaluate.demo.checkpoints import make_demo_checkpoint  # noqa: E402
@@ -86,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     add_job_options(parser, "--workers", "--batch", "--threads")
     parser.add_argument("--repeats", type=int, default=2, help="timed repeats of each figure, best kept (2)")
     args = parser.parse_args(argv)
-    if not (COCO_MINI / "annotations.json").is_file():
-        print(f"bench/scale.py needs {COCO_MINI} (coco2017-mini); it is absent here", file=sys.stderr)
-        return 2
+    skip_unless(COCO_MINI / "annotations.json", "bench/scale.py")
     torch.set_num_threads(args.threads)
     dataset = CocoDataset(COCO_MINI / "images", COCO_MINI / "annotations.json")
     ids = sorted(dataset.image_ids)[: args.images]

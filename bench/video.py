@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.machine import machine_line
+from bench.shared_data import DAVIS_MINI, skip_unless
 from evaluate.datasets.davis import DavisDataset, VideoSequence, first_mask
 from evaluate.readings.frames import frames480_input, frames480_size, resize_nearest
 from evaluate.pixels.geometry import PATCH
@@ -55,7 +56,6 @@ from evaluate.video.propagate import (
     tiles,
 )
 
-DAVIS_MINI = REPO.parent / "shared" / "data" / "davis2016-mini"
 DINO = {"n_last_frames": 7, "topk": 5, "neighbourhood": 12, "temperature": 0.1}
 
 
@@ -260,9 +260,7 @@ def main() -> int:
     if args.child_root:
         child_memory(args)
         return 0
-    if not (Path(args.root) / "Annotations").is_dir():
-        print(f"no DAVIS-layout data at {args.root}: nothing to measure")
-        return 1
+    skip_unless(Path(args.root) / "Annotations", "bench/video.py")
     settings = PropagationSettings(height=args.height, **DINO)
     seq = sub_sequence(DavisDataset(args.root).sequence(args.sequence), args.frames)
     load = os.getloadavg()[0]

@@ -3,7 +3,7 @@
 `decoders.registry` says what a decoder is (`Decoder`) and holds the table of decoders by name; `masks` turns grid
 masks into image-size masks and COCO results; `shards` runs a shard of keys480 through a decoder. Each decoder is
 one module (or package) that registers itself when imported; `ncut` is the mean-centred normalized cut
-(keys480 -> masks); `tokencut` and `lost` are the object-discovery decoders (keys-native -> boxes, §12), whose
+(keys480 -> masks); `tokencut` and `lost` are the object-discovery decoders (keys-native -> boxes, §15), whose
 shared box rule and fixed settings are `boxes`.
 
 Adding a decoder = one file, `decoders/<name>.py` (the members of `decoders.registry.Decoder`, ending with

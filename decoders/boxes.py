@@ -1,4 +1,4 @@
-"""What the box decoders share (docs/design.md §12): the box of a component, and their fixed settings.
+"""What the box decoders share (docs/design.md §15): the box of a component, and their fixed settings.
 
 The box decoders (`tokencut`, `lost`) reproduce a published protocol: their settings are fixed constants, recorded
 with every result and never swept. `FixedSettings` is the settings type they derive from (a frozen dataclass whose

@@ -1,4 +1,4 @@
-"""LOST's decoder for object discovery (docs/design.md §12), registered as `lost`: keys-native -> boxes.
+"""LOST's decoder for object discovery (docs/design.md §15), registered as `lost`: keys-native -> boxes.
 
 Per image, the last block's patch keys K (N, D) on the padded grid (gh, gw), N = gh * gw, raw (not normalised):
 A = K K^T (float64); degree_i = #{j != i : A_ij > 0}; patches sorted by degree ascending, ties by patch index

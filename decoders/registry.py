@@ -1,8 +1,8 @@
 """The decoder registry: what a decoder is, its errors, and the table of decoders by name (docs/design.md §5).
 
 A decoder turns one image's keys (N, C) on a (gh, gw) patch grid into masks on that grid. It declares what it
-READS (a reading of `READINGS`: `keys480`, §3, or `keys-native`, the image at its own size, §12) and what it GIVES
-(`masks`, scored as §6's masks, or `boxes`, the box of its first mask, scored as §12's `corloc_box`); the jobs pick
+READS (a reading of `READINGS`: `keys480`, §3, or `keys-native`, the image at its own size, §15) and what it GIVES
+(`masks`, scored as §6's masks, or `boxes`, the box of its first mask, scored as §15's `corloc_box`); the jobs pick
 decoders by those two attributes (`decoders_that`), never by name. It is a module (or any
 object) with the members of `Decoder` below, and it registers itself with `register` when imported; the package's
 `decoders/__init__.py` imports every decoder module, one line each. Nothing outside a decoder's own module knows its

@@ -1,4 +1,4 @@
-"""TokenCut's decoder for object discovery (docs/design.md §12), registered as `tokencut`: keys-native -> boxes.
+"""TokenCut's decoder for object discovery (docs/design.md §15), registered as `tokencut`: keys-native -> boxes.
 
 Per image, the last block's patch keys F (N, D) on the padded grid (gh, gw), N = gh * gw:
 keys L2-normalised per patch; A = F F^T; A = 1 where A > tau, else eps (diagonal included; tau 0.2, eps 1e-5,

@@ -1,10 +1,12 @@
 """The configuration reference, generated from workflow/schemas/config.schema.yaml (the one home of every key, its
 type, default and meaning), and the documentation site's front page, taken from README.md.
 
-    python docs/config_reference.py        # prints the reference page (Markdown)
+    python docs/config_reference.py > docs/configuration.md     # `make reference`: the committed page, rewritten
 
-`mkdocs build` (mkdocs.yml `hooks:`) runs `on_files`, which adds both pages to the site without writing them into
-docs/: `configuration.md` from the schema and `index.md` from README.md (its `docs/` links made site-relative).
+docs/configuration.md is committed, so that its links work in the repository as on the site; tests/test_docs.py
+fails when it is not what the schema makes now. `mkdocs build` (mkdocs.yml `hooks:`) runs `on_files`, which adds
+`index.md` from README.md (its `docs/` links made site-relative) without writing it into docs/, and
+`on_page_markdown`, which points the pages' links to `../README.md` at that page (docs/design.md §19).
 """
 
 from __future__ import annotations
@@ -113,13 +115,23 @@ def front_page(readme: str) -> str:
     return re.sub(r"\]\(docs/", "](", readme)
 
 
+def site_links(markdown: str) -> str:
+    """A docs page's Markdown as the site reads it: its links to the repository's README (`../README.md`, which
+    the site serves as its front page) point at `index.md`."""
+    return re.sub(r"\]\(\.\./README\.md(?=[#)])", "](index.md", markdown)
+
+
 def on_files(files, config):
-    """mkdocs hook: add the generated reference and the README's front page to the site's files."""
+    """mkdocs hook: add the README's front page to the site's files."""
     from mkdocs.structure.files import File  # noqa: PLC0415 - only a docs build has mkdocs
 
-    files.append(File.generated(config, PAGE, content=reference()))
     files.append(File.generated(config, "index.md", content=front_page(README.read_text(encoding="utf-8"))))
     return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    """mkdocs hook: a page's links to the README lead to the site's front page."""
+    return site_links(markdown)
 
 
 if __name__ == "__main__":

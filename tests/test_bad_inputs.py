@@ -4,7 +4,7 @@ payload never runs, neither in the loader nor anywhere in a real workflow run.
 
 Every case builds its input for real in tmp_path (tests/badinputs.py); nothing is mocked. Most cases are checked
 at the module that meets them first; the cases that only the workflow meets (config errors, one bad checkpoint or
-one corrupt image among good ones) run the real `snakemake` CLI on a tiny experiment. `make check` runs this file
+one corrupt image among good ones) run the real `snakemake` CLI on a tiny experiment. `make check-inputs` runs this file
 (`pytest -m badinput`).
 """
 

@@ -1,4 +1,4 @@
-"""Object discovery on real photos (docs/design.md §12): a VOC-layout folder written here from coco2017-mini photos
+"""Object discovery on real photos (docs/design.md §15): a VOC-layout folder written here from coco2017-mini photos
 (with a difficult and a truncated object), keys-native on a seeded released ViT-S/16, both decoders' boxes and
 CorLoc against the dense references of tests/test_discovery_decoders.py, the ledger's opening; COCO20k-style
 names matched by id; every bad input of the issue's point 1 refused by name with nothing written."""

@@ -1,4 +1,4 @@
-"""The object-discovery decoders (docs/design.md §12): TokenCut's and LOST's components and boxes, against hand-made
+"""The object-discovery decoders (docs/design.md §15): TokenCut's and LOST's components and boxes, against hand-made
 grids and against references written here from the contract's text (TokenCut with the dense generalised solver);
 the registry's reads/gives; the fixed settings."""
 

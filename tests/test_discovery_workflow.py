@@ -1,4 +1,4 @@
-"""Adding a VOC-layout data set and a saliency set to a finished run (docs/design.md §12, §16): only their jobs run
+"""Adding a VOC-layout data set and a saliency set to a finished run (docs/design.md §15, §16): only their jobs run
 (each one's manifest; keys-native, boxes and one scoring job per box decoder; the saliency reading and one scoring
 job), only their labels are opened, nothing computed is touched; the checkpoint tables show both decoders' CorLoc on
 boxes, the saliency measures with and without the solver, and, for each declared benchmark, the published rows set

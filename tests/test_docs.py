@@ -65,6 +65,17 @@ def test_a_key_without_a_default_or_description_still_gets_its_row(tmp_path):
     assert "| `a.c` |  |  | `p`, `q` |  |" in page
 
 
+def test_the_committed_configuration_reference_is_what_the_schema_makes_now():
+    committed = (REPO / "docs" / config_reference.PAGE).read_text(encoding="utf-8")
+    assert committed == config_reference.reference(), "docs/configuration.md is stale: run `make reference`"
+
+
+def test_the_pages_links_to_the_readme_lead_to_the_site_s_front_page():
+    page = "[front page](../README.md) and [its demo](../README.md#two-commands); [README.md](../README.mdx)"
+    assert config_reference.site_links(page) == ("[front page](index.md) and [its demo](index.md#two-commands); "
+                                                 "[README.md](../README.mdx)")
+
+
 def key_table_rows(text: str, names: set[str]) -> list[list[str]]:
     """Per Markdown table of `text`, the rows whose first cell is code naming one of `names`; only tables with two
     or more such rows (a copy of the reference, not one table that happens to share a word with a key)."""
@@ -91,7 +102,8 @@ def test_no_page_holds_a_hand_written_copy_of_the_reference():
     keys = schema_keys(yaml.safe_load(config_reference.SCHEMA.read_text()))
     names = {k.rsplit(".", 1)[-1] for k in keys} | {k.replace("<*>", "<name>") for k in keys}
     assert {"shard_size", "resamples", "bootstrap", "features.shard_size"} <= names
-    found = [f"{page.name}: {rows}" for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    pages = [REPO / "README.md", *sorted(p for p in (REPO / "docs").glob("*.md") if p.name != config_reference.PAGE)]
+    found = [f"{page.name}: {rows}" for page in pages
              for rows in key_table_rows(page.read_text(encoding="utf-8"), names)]
     assert not found, "a table copies config keys (link to docs/configuration.md instead):\n" + "\n".join(found)
 

@@ -1,4 +1,4 @@
-"""Box data sets for object discovery (docs/design.md §12): VOC year folders and COCO instances files.
+"""Box data sets for object discovery (docs/design.md §15): VOC year folders and COCO instances files.
 
 Both give the same face: `.names` (file names, in image-id order), `.image_ids` (sorted ints), `.image_path(id)`,
 `.open_image(id)` (section 3's opening), `.annotations_sha256` (the identity of the labels: hashing files is not

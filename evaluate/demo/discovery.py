@@ -1,5 +1,5 @@
 """The demo's object-discovery set: the demo scenes (`evaluate.demo.scenes.make_scene`) written as a VOC year folder
-(docs/design.md §12): `JPEGImages/<name>.jpg`, `Annotations/<name>.xml` (one `<object>` per non-crowd shape, its
+(docs/design.md §15): `JPEGImages/<name>.jpg`, `Annotations/<name>.xml` (one `<object>` per non-crowd shape, its
 box [x0 + 1, y0 + 1, x1, y1] in VOC's 1-based integers, from the shape's visible pixels; shapes partly hidden are
 marked truncated), `ImageSets/Main/trainval.txt`. Same arguments, same bytes."""
 

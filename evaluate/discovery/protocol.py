@@ -1,4 +1,4 @@
-"""The object-discovery stage's entries (docs/design.md §12): extraction, boxes, scoring.
+"""The object-discovery stage's entries (docs/design.md §15): extraction, boxes, scoring.
 
 Files: keys-native shards under `results/features/{checkpoint}/{dataset}/{shard}/` (`evaluate.readings.native`,
 read through the one runner); the boxes of a shard `results/discovery/{checkpoint}/{dataset}/{shard}.json`:

@@ -28,7 +28,7 @@ from evaluate.plumbing.paths import RECORD_IN_LEDGER
 from evaluate.plumbing.provenance import code_version as _code_version
 from evaluate.plumbing.provenance import library_version, sha256_json
 
-# sweep on select, the others on eval; beside these, each box decoder's name is the kind of its CorLoc records (§12)
+# sweep on select, the others on eval; beside these, each box decoder's name is the kind of its CorLoc records (§15)
 KINDS = ("sweep", "decoder", "probe", "video", "attention")
 # kinds that read no label: their records cite no opening (`opening_row_sha256` null) and verify asks for none
 LABEL_FREE_KINDS = ("attention",)

@@ -1,4 +1,4 @@
-"""Object-discovery figures from the records alone (docs/design.md §12).
+"""Object-discovery figures from the records alone (docs/design.md §15).
 
 Per checkpoint and discovery data set:
 - `discovery_{checkpoint}_{dataset}.png`: the first `overlay_images` images (id order) with each box decoder's

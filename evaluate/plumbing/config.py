@@ -15,6 +15,7 @@ experiment in its code hash.
 from __future__ import annotations
 
 import glob
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -146,7 +147,8 @@ def discover_checkpoints(pattern: str, *, prefix: str, which: str) -> list[Check
 
 
 def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
-    """All checkpoints of the experiment, explicit ones first, by name; duplicate names are an error."""
+    """All checkpoints of the experiment, explicit ones first, by name; a file a pattern finds that an explicit entry
+    names is left to that entry; two checkpoints of one name are an error."""
     table: dict[str, Checkpoint] = {}
     for name, entry in (config.get("checkpoints") or {}).items():
         check_name(name, "checkpoints:")
@@ -160,8 +162,11 @@ def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
             demo=entry.get("demo"),
             position_rule=entry.get("position_rule"),
         )
+    named = {os.path.realpath(c.path) for c in table.values()}
     for spec in config["checkpoint_globs"]:
         for ckpt in discover_checkpoints(spec["pattern"], prefix=spec["prefix"], which=spec["which"]):
+            if os.path.realpath(ckpt.path) in named:  # a file an entry names is that entry's, whatever a pattern finds
+                continue
             if ckpt.name in table:
                 raise ConfigError(
                     f"config.yaml: checkpoint name {ckpt.name!r} from pattern {spec['pattern']!r} "

@@ -21,7 +21,7 @@ TOKENS224 = f"{SHARD}/tokens224.npy"
 IMAGE_IDS = f"{SHARD}/image_ids.json"
 FEATURES_META = f"{SHARD}/meta.json"
 
-# object discovery (docs/design.md §12): keys-native shards, each shard's boxes
+# object discovery (docs/design.md §15): keys-native shards, each shard's boxes
 NATIVE_KEYS = f"{SHARD}/keys-native.npy"
 NATIVE_INDEX = f"{SHARD}/native.json"
 DISCOVERY_BOXES = f"{RESULTS}/discovery/{{checkpoint}}/{{dataset}}/{{shard}}.json"
@@ -79,7 +79,7 @@ SWEEP_RECORD = RECORD.replace("{kind}", "sweep")
 DECODER_RECORD = RECORD.replace("{kind}", "decoder")
 PROBE_RECORD = RECORD.replace("{kind}", "probe")
 VIDEO_RECORD = RECORD.replace("{kind}", "video")
-DISCOVERY_RECORD = RECORD.replace("{kind}", "{decoder}")  # kind = the box decoder's name (docs/design.md §12)
+DISCOVERY_RECORD = RECORD.replace("{kind}", "{decoder}")  # kind = the box decoder's name (docs/design.md §15)
 ATTENTION_RECORD = RECORD.replace("{kind}", "attention")
 SALIENCY_RECORD = RECORD.replace("{kind}", "saliency")
 ATTENTION_MASKS_RECORD = RECORD.replace("{kind}", "attention_masks")

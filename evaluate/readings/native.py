@@ -1,4 +1,4 @@
-"""The reading `keys-native` (docs/design.md §12): each image at its own size, the network in its released form.
+"""The reading `keys-native` (docs/design.md §15): each image at its own size, the network in its released form.
 
 Per image (section 3's opening: `open_rgb`), no resize: pixels / 255, ImageNet mean and std, zero-padded at the
 bottom and the right to the next multiple of p (after normalising, as LOST's and TokenCut's loaders pad), the last

@@ -1,4 +1,4 @@
-"""CorLoc on boxes, `corloc_box` (docs/design.md §12): a measure of its own, apart from §6's mask CorLoc.
+"""CorLoc on boxes, `corloc_box` (docs/design.md §15): a measure of its own, apart from §6's mask CorLoc.
 
 Per image: 1 if IoU(pred, g) >= 0.5 for any ground-truth box g, IoU without +1 (width x1 - x0, height y1 - y0),
 decided exactly on the integer boxes as 2 * intersection >= union (an IoU of exactly 0.5 is a hit, as LOST's

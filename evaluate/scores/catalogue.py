@@ -55,7 +55,7 @@ SALIENCY = (
 )
 
 CATALOGUE: tuple[Measure, ...] = (
-    # the label-free decoder's masks (§6) and object discovery's boxes (§12)
+    # the label-free decoder's masks (§6) and object discovery's boxes (§15)
     Measure("jaccard", "Jaccard", "Jaccard"),
     Measure("corloc", "CorLoc", "CorLoc"),
     Measure("corloc_box", "CorLoc (box)", "CorLoc (box)"),

@@ -6,6 +6,7 @@ from snakemake.utils import validate
 
 from evaluate import ConfigError
 from evaluate.plumbing import paths
+from evaluate.check import refuse_over_budget_now
 from evaluate.experiment import Experiment, check_config_names
 from evaluate.plumbing.provenance import job_code_hash, module_code_hash
 
@@ -13,6 +14,10 @@ check_config_names(config)
 validate(config, schema="../schemas/config.schema.yaml")  # fills in every default the schema states
 EXP = Experiment(config)
 EXP.check_probe_categories()
+# A sealed data set whose spent and needed openings exceed its budget is refused here, before any job (evaluate.costs
+# counts them); a job an executor plugin submits re-reads this file mid-run, where the main process already checked.
+if workflow.is_main_process:
+    refuse_over_budget_now(EXP)
 CHECKPOINTS = EXP.checkpoints
 ALL_DATASETS = EXP.datasets  # every section's, by name: one manifest each, the demo's drawn alike
 DATASETS = EXP.section("datasets")  # images with COCO labels: the decoder's and the probe's

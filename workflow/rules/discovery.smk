@@ -1,4 +1,4 @@
-# Object discovery as the field publishes it (docs/design.md §12): keys-native per checkpoint and shard of each box
+# Object discovery as the field publishes it (docs/design.md §15): keys-native per checkpoint and shard of each box
 # data set (through the one reading runner), every box decoder's boxes per shard (label-free), and one scoring job
 # per checkpoint, data set and box decoder that opens the labels and writes a ledger record.
 DISCOVERY = in_section("discovery")
