@@ -184,6 +184,8 @@ def report(config_file: str | Path, exp: Experiment, counts: dict[str, int], job
         ("keys480 + tokens224", _size(space.features), f"{len(exp.checkpoints)} checkpoint(s) x {coco} image(s)"),
         ("keys-native", _size(space.native), f"{len(exp.checkpoints)} checkpoint(s) x {native} image(s)"),
         ("decoded inputs", _size(space.inputs), f"{coco} image(s), shared by the checkpoints"),
+        ("tokens320", _size(space.tokens320), f"{len(exp.checkpoints)} checkpoint(s) x "
+                                              f"{sum(counts[n] for n in exp.section('semseg'))} image(s), float32"),
         ("total", _size(space.total), ""),
     ])
     if not space.kept:
@@ -206,7 +208,7 @@ def check(config_file: str | Path) -> tuple[str, bool]:
     with tempfile.TemporaryDirectory(prefix="lfse-check-") as scratch:
         counts, units, sizes = listed(exp, Path(scratch))
     geometries = {name: geometry_of(c) for name, c in exp.checkpoints.items()}
-    space = disk(exp, {n: counts[n] for n in exp.section("datasets")}, geometries,
+    space = disk(exp, {n: counts[n] for n in [*exp.section("datasets"), *exp.section("semseg")]}, geometries,
                  native_patches(exp, sizes, geometries))
     found = label_budgets(exp)
     return report(config_file, exp, counts, jobs_per_rule(exp, units), space, found), not any(b.over for b in found)

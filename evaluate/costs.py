@@ -14,6 +14,9 @@ each reading spends, decided here (`OPENINGS`) and nowhere else:
                   input, which is recorded but never counted (`evaluate.ledger.openings.UNCOUNTED`)
     discovery     1 per checkpoint, box decoder and discovery set
     saliency      1 per checkpoint and saliency set
+    attention-masks  1 per checkpoint and segmentation set (none for a network without a class token: an upper
+                  bound, since the network is known only once its file is read)
+    semseg        1 per checkpoint and semseg set (fitting the clusters reads no label)
     attention     0: the attention spread reads no label
 
 A scoring whose output already exists (its record, or the probe's weights) opens nothing: Snakemake does not re-run
@@ -48,6 +51,8 @@ OPENINGS = {  # openings of a data set's labels per scoring, by reading (module 
     "propagation": 0,
     "discovery": 1,
     "saliency": 1,
+    "attention-masks": 1,
+    "semseg": 1,
     "attention": 0,
 }
 DTYPE_BYTES = {"float16": 2, "float32": 4}
@@ -90,6 +95,10 @@ def label_uses(exp: Experiment) -> list[LabelUse]:
              for b in exp.box_decoders for c in checkpoints for d in exp.section("discovery")]
     uses += [LabelUse(d, "saliency", c, paths.SALIENCY_RECORD.format(checkpoint=c, dataset=d))
              for c in checkpoints for d in exp.section("saliency")]
+    uses += [LabelUse(d, "attention-masks", c, paths.ATTENTION_MASKS_RECORD.format(checkpoint=c, dataset=d))
+             for c in checkpoints for d in exp.section("segmentation")]
+    uses += [LabelUse(d, "semseg", c, paths.SEMSEG_RECORD.format(checkpoint=c, dataset=d))
+             for c in checkpoints for d in exp.section("semseg")]
     return [use for use in uses if use.openings]
 
 
@@ -160,6 +169,8 @@ def jobs_per_rule(exp: Experiment, units: Mapping[str, int]) -> dict[str, int]:
     coco, evals = list(exp.section("datasets")), exp.by_role("eval")
     select, train = exp.select_dataset, exp.probe_train_dataset
     videos, boxes, saliency = exp.section("videos"), exp.section("discovery"), exp.section("saliency")
+    segmentation, semseg = exp.section("segmentation"), exp.section("semseg")
+    fitted = {config["semseg"][name].get("fit_on") or name for name in semseg}  # each set whose clusters are fitted
 
     def shards(names: Iterable[str]) -> int:
         return sum(units[name] for name in names)
@@ -188,6 +199,12 @@ def jobs_per_rule(exp: Experiment, units: Mapping[str, int]) -> dict[str, int]:
         "score_discovery": checkpoints * len(exp.box_decoders) * len(boxes),
         "read_saliency": checkpoints * shards(saliency),
         "score_saliency": checkpoints * len(saliency),
+        "read_cls_attention": checkpoints * shards(segmentation),
+        "score_attention_masks": checkpoints * len(segmentation),
+        "extract_tokens320": checkpoints * shards(semseg),
+        "fit_clusters": checkpoints * len(fitted),
+        "predict_clusters": checkpoints * shards(semseg),
+        "score_semseg": checkpoints * len(semseg),
         "eigenvector": 1 if select and evals else 0,
     }
     if any(label_uses(exp)) or attention:
@@ -199,33 +216,41 @@ def jobs_per_rule(exp: Experiment, units: Mapping[str, int]) -> dict[str, int]:
 @dataclass(frozen=True)
 class Disk:
     """Bytes the run writes to disk, by what they are: keys480 + tokens224 of every checkpoint on every `datasets:`
-    image, keys-native on every discovery image, and each `datasets:` image's decoded inputs (shared by the
-    checkpoints); `kept`: whether keys480 and tokens224 stay once used (`features.keep`)."""
+    image, keys-native on every discovery image, tokens320 (float32) on every semseg image, and each `datasets:`
+    image's decoded inputs (shared by the checkpoints); `kept`: whether keys480 and tokens224 stay once used
+    (`features.keep`)."""
 
     features: int
     native: int
     inputs: int
     kept: bool
+    tokens320: int = 0
 
     @property
     def total(self) -> int:
-        return self.features + self.native + self.inputs
+        return self.features + self.native + self.inputs + self.tokens320
 
 
 def disk(exp: Experiment, images: Mapping[str, int], geometries: Mapping[str, Geometry],
          native_patches: Mapping[tuple[str, int], int]) -> Disk:
     """The features' bytes on disk, from their shapes and `features.dtype`.
 
-    images: per data set of `datasets:`, its image count; geometries: per checkpoint, its network's geometry;
+    images: per data set of `datasets:` and `semseg:`, its image count; geometries: per checkpoint, its network's
+    geometry;
     native_patches: per (discovery data set, patch size), the sum over its images of ceil(H / p) * ceil(W / p).
     """
+    from evaluate.semseg.transform import tokens320_side
+
     dtype = DTYPE_BYTES[exp.config["features"]["dtype"]]
     coco_images = sum(images[name] for name in exp.section("datasets"))
-    features = native = 0
+    semseg_images = sum(images[name] for name in exp.section("semseg"))
+    features = native = tokens320 = 0
     for name in exp.checkpoints:
         geometry = geometries[name]
         per_image = sum(rows * width for rows, width in geometry.kinds.values()) * dtype
         features += coco_images * per_image
         native += sum(native_patches[(d, geometry.patch)] for d in exp.section("discovery")) * geometry.width * dtype
-    return Disk(features=features, native=native, inputs=coco_images * INPUT_BYTES,
+        grid = tokens320_side(geometry.patch) // geometry.patch
+        tokens320 += semseg_images * grid * grid * geometry.width * DTYPE_BYTES["float32"]
+    return Disk(features=features, native=native, inputs=coco_images * INPUT_BYTES, tokens320=tokens320,
                 kept=bool(exp.config["features"].get("keep", True)))

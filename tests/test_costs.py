@@ -35,10 +35,10 @@ def experiment(config: dict) -> Experiment:
 
 @pytest.fixture()
 def demo() -> Experiment:
-    """The shipped demo: 7 checkpoints; select, probe-train and a sealed eval set (budget 50), a video set, a VOC
-    folder, an ECSSD folder; two box decoders (TokenCut's and LOST's)."""
+    """The shipped demo: 8 checkpoints; select, probe-train and a sealed eval set (budget 50), a video set, a VOC
+    folder, an ECSSD folder, a VOC segmentation split, a semseg folder; two box decoders (TokenCut's and LOST's)."""
     exp = experiment(shipped_config())
-    assert len(exp.checkpoints) == 7 and len(exp.box_decoders) == 2
+    assert len(exp.checkpoints) == 8 and len(exp.box_decoders) == 2
     return exp
 
 
@@ -50,13 +50,15 @@ def test_each_reading_spends_its_openings_on_the_shipped_demo(demo):
     found = budgets(demo, spent={}, done=set())
     assert needed(found) == {
         "demo-select": (1, {"selection": 1}),  # once, the reference checkpoint
-        "demo-train": (7, {"probe-train": 7}),
-        "demo-val": (14, {"decoder": 7, "probe": 7}),  # each checkpoint opens the eval labels twice
-        "demo-videos": (7, {"video": 7}),  # propagation's first frames are not counted
-        "demo-voc": (14, {"discovery": 14}),  # per box decoder
-        "demo-ecssd": (7, {"saliency": 7}),
+        "demo-train": (8, {"probe-train": 8}),
+        "demo-val": (16, {"decoder": 8, "probe": 8}),  # each checkpoint opens the eval labels twice
+        "demo-videos": (8, {"video": 8}),  # propagation's first frames are not counted
+        "demo-voc": (16, {"discovery": 16}),  # per box decoder
+        "demo-ecssd": (8, {"saliency": 8}),
+        "demo-voc-seg": (8, {"attention-masks": 8}),  # an upper bound: a network without a class token opens none
+        "demo-shapes": (8, {"semseg": 8}),  # fitting the clusters reads no label
     }
-    assert [(b.sealed, b.budget, b.left) for b in found if b.dataset == "demo-val"] == [(True, 50, 36)]
+    assert [(b.sealed, b.budget, b.left) for b in found if b.dataset == "demo-val"] == [(True, 50, 34)]
     assert OPENINGS["propagation"] == OPENINGS["attention"] == 0
 
 
@@ -67,22 +69,22 @@ def test_scorings_already_on_the_ledger_open_nothing_and_spent_rows_count_as_the
     spent = spent_openings(rows)
     assert spent == {"demo-val": 3, "demo-videos": 1}  # budget and propagate rows are not counted
     found = {b.dataset: b for b in budgets(demo, spent, done)}
-    assert found["demo-val"].needed_by_reading == {"decoder": 5, "probe": 7}
-    assert (found["demo-val"].spent, found["demo-val"].left) == (3, 50 - 3 - 12)
-    assert (found["demo-videos"].spent, found["demo-videos"].needed) == (1, 7)
+    assert found["demo-val"].needed_by_reading == {"decoder": 6, "probe": 8}
+    assert (found["demo-val"].spent, found["demo-val"].left) == (3, 50 - 3 - 14)
+    assert (found["demo-videos"].spent, found["demo-videos"].needed) == (1, 8)
 
 
 def test_a_sealed_budget_too_small_is_refused_naming_the_data_set_the_openings_and_the_budget(demo):
     config = shipped_config()
     config["datasets"]["demo-val"]["budget"] = 20
     exp = experiment(config)
-    refuse_over_budget(budgets(exp, {"demo-val": 6}, set()))  # 6 spent + 14 needed = 20: within the budget
+    refuse_over_budget(budgets(exp, {"demo-val": 4}, set()))  # 4 spent + 16 needed = 20: within the budget
     with pytest.raises(ConfigError) as refused:
-        refuse_over_budget(budgets(exp, {"demo-val": 7}, set()))  # 7 + 14 = 21
+        refuse_over_budget(budgets(exp, {"demo-val": 5}, set()))  # 5 + 16 = 21
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith("config.yaml: datasets.demo-val is sealed with budget 20, but this run needs 14 "
-                              "opening(s) of its labels (decoder 7, probe 7) and 7 were spent before: raise "
+    assert message.startswith("config.yaml: datasets.demo-val is sealed with budget 20, but this run needs 16 "
+                              "opening(s) of its labels (decoder 8, probe 8) and 5 were spent before: raise "
                               "datasets.demo-val.budget to at least 21")
 
 
@@ -98,20 +100,24 @@ def test_an_unsealed_data_set_is_never_refused_and_its_budget_is_unlimited(demo)
 def test_an_eval_set_the_probe_does_not_score_and_a_run_without_select_spend_only_what_runs():
     config = shipped_config()
     config["datasets"]["demo-val"]["probe"] = False
-    assert needed(budgets(experiment(config), {}, set()))["demo-val"] == (7, {"decoder": 7})
+    assert needed(budgets(experiment(config), {}, set()))["demo-val"] == (8, {"decoder": 8})
     del config["datasets"]["demo-select"]
     config["datasets"]["demo-val"]["probe"] = True
     exp = experiment(config)
-    assert needed(budgets(exp, {}, set()))["demo-val"] == (7, {"probe": 7})
+    assert needed(budgets(exp, {}, set()))["demo-val"] == (8, {"probe": 8})
     assert not any(use.reading in ("selection", "decoder") for use in label_uses(exp))
 
 
 def test_jobs_per_rule_follow_the_shards_sequences_checkpoints_and_box_decoders(demo):
-    units = {"demo-select": 2, "demo-train": 2, "demo-val": 2, "demo-videos": 2, "demo-voc": 1, "demo-ecssd": 1}
+    units = {"demo-select": 2, "demo-train": 2, "demo-val": 2, "demo-videos": 2, "demo-voc": 1, "demo-ecssd": 1,
+             "demo-voc-seg": 1, "demo-shapes": 1}
     jobs = jobs_per_rule(demo, units)
-    assert jobs["extract"] == 7 * 6 and jobs["preprocess"] == 6 and jobs["sweep_decode"] == 2
-    assert (jobs["decode"], jobs["score_decoder"], jobs["score_probe"], jobs["train_probe"]) == (14, 7, 7, 7)
-    assert (jobs["propagate"], jobs["score_video"], jobs["score_discovery"], jobs["attention_shard"]) == (14, 7, 14, 14)
+    assert jobs["extract"] == 8 * 6 and jobs["preprocess"] == 6 and jobs["sweep_decode"] == 2
+    assert (jobs["decode"], jobs["score_decoder"], jobs["score_probe"], jobs["train_probe"]) == (16, 8, 8, 8)
+    assert (jobs["propagate"], jobs["score_video"], jobs["score_discovery"], jobs["attention_shard"]) == (16, 8, 16, 16)
+    assert (jobs["read_cls_attention"], jobs["score_attention_masks"]) == (8, 8)
+    assert (jobs["extract_tokens320"], jobs["fit_clusters"], jobs["predict_clusters"], jobs["score_semseg"]) == \
+        (8, 8, 8, 8)
     config = shipped_config()
     config["attention"] = False
     assert not {"attention_shard", "attention_record", "attention_rows"} & set(jobs_per_rule(experiment(config),
@@ -125,13 +131,15 @@ def test_features_on_disk_are_the_shapes_times_the_dtype():
     config["checkpoints"]["dinov2-demo"] = shipped_config()["checkpoints"]["dinov2-demo"]
     exp = experiment(config)
     geometries = {"dino-demo": REGISTRY["vit-s16"].geometry, "dinov2-demo": REGISTRY["dinov2-s14-reg4"].geometry}
-    images = {"demo-select": 10, "demo-train": 16, "demo-val": 12}
+    images = {"demo-select": 10, "demo-train": 16, "demo-val": 12, "demo-shapes": 6}
     patches = {("demo-voc", 16): 1000, ("demo-voc", 14): 1300}
     space = disk(exp, images, geometries, patches)
     # ViT-S/16: (30 * 30 + 14 * 14) x 384 float16 = 841,728 bytes an image; DINOv2 S/14: (34 * 34 + 16 * 16) x 384
     assert space.features == 38 * (1096 * 384 * 2 + 1412 * 384 * 2)
     assert space.native == (1000 + 1300) * 384 * 2
     assert space.inputs == 38 * (480 * 480 * 3 + 224 * 224 * 3)
+    # tokens320 in float32 whatever features.dtype: 20 x 20 at p 16 (320 px), 23 x 23 at p 14 (322 px)
+    assert space.tokens320 == 6 * (400 * 384 * 4 + 529 * 384 * 4)
     config["features"]["dtype"] = "float32"
     assert disk(experiment(config), images, geometries, patches).features == 2 * space.features
 
