@@ -36,7 +36,7 @@ from decoders.boxes import box_of  # noqa: E402
 from evaluate.demo.checkpoints import make_demo_checkpoint  # noqa: E402
 from evaluate.networks.checkpoints import load_backbone  # noqa: E402
 from evaluate.pixels.images import normalise, open_rgb  # noqa: E402
-from evaluate.readings.native import native_keys, pad_to_patch  # noqa: E402
+from evaluate.readings.native import KEYS_NATIVE, native_keys, pad_to_patch  # noqa: E402
 
 
 
@@ -75,7 +75,7 @@ def main() -> None:
     print("other jobs on the machine inflate every figure")
     path = make_demo_checkpoint(Path("/tmp/bench-discovery-dino.pth"), fmt="dino-backbone", seed=0,
                                 architecture="vit-s16")
-    model = load_backbone(path, which="teacher", form="released").model.eval()
+    model = load_backbone(path, which="teacher", form=KEYS_NATIVE.form).model.eval()
     xs, what = images(args.images + 1)
     print(f"inputs: {what}; the first is a warm-up")
     with torch.inference_mode():

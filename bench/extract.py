@@ -62,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import machine_line  # noqa: E402
 from bench.scale import add_job_options  # noqa: E402
+from evaluate.networks import FORMS  # noqa: E402
 from evaluate.networks.registry import DINOV3, FAMILY, REGISTRY, SEED_ARCHITECTURES  # noqa: E402
 from evaluate.networks.xcit import FOURIER_DIM, FOURIER_TEMPERATURE, STEM_WIDTHS  # noqa: E402
 
@@ -71,7 +72,6 @@ HEADS = {"6x64": 6, "8x48": 8}
 # --architectures: ViT-S/8's keys480 (3,600 rows) alone costs about as much as the four together.
 DEFAULT_ARCHITECTURES = tuple(reversed(SEED_ARCHITECTURES))
 BENCH_ARCHITECTURES = DEFAULT_ARCHITECTURES + tuple(reversed(FAMILY)) + DINOV3  # every registry name
-FORMS = ("backbone", "released")
 
 
 def default_form(architecture: str) -> str:
