@@ -9,9 +9,9 @@ RECORDS.extend(expand(paths.VIDEO_RECORD, checkpoint=CHECKPOINTS, dataset=VIDEOS
 
 rule propagate:
     """One checkpoint on one sequence: its first frame's masks (an opening not counted against a budget) carried
-    to every frame by nearest neighbours among the frozen patch tokens."""
-    # the sequence's frames, never the manifest: adding a sequence or a video set re-runs no existing propagation
-    # (the manifest exists before any of these jobs is planned: they come from its sequences)
+    to every frame by nearest neighbours among the frozen patch tokens. Its input is the sequence's frames, never
+    the manifest (which exists before any of these jobs is planned: they come from its sequences), so adding a
+    sequence or a video set re-runs no existing propagation."""
     input:
         frames=sequence_source,
         checkpoint=checkpoint_path,
