@@ -71,7 +71,7 @@ def test_adding_a_segmentation_split_and_a_semseg_set_runs_only_their_jobs_and_o
                                                                          "k=4,seed=0,n_init=2,iter=100")
     fit = json.loads((results / "semseg/a/shapes/fit.json").read_text())
     assert fit["k"] == 4 and len(fit["centres"]) == 4 and semseg["fit"]["centres_sha256"] == fit["centres_sha256"]
-    assert sorted(p.name for p in (results / "semseg/a/shapes/maps/000").iterdir()) == ["0.png"]
+    assert sorted(p.name for p in (results / "semseg/a/shapes/maps/000").glob("*.png")) == ["0.png"]
     table = (results / "tables" / "checkpoints_shapes.md").read_text()
     assert "unsup. mIoU" in table and "unsup. accuracy" in table
     assert (results / "figures" / "semseg-confusion_a_shapes.png").stat().st_size > 1000
