@@ -239,7 +239,7 @@ def disk(exp: Experiment, images: Mapping[str, int], geometries: Mapping[str, Ge
     geometry;
     native_patches: per (discovery data set, patch size), the sum over its images of ceil(H / p) * ceil(W / p).
     """
-    from evaluate.semseg.transform import tokens320_side
+    from evaluate.pixels.tokens320 import tokens320_side
 
     dtype = DTYPE_BYTES[exp.config["features"]["dtype"]]
     coco_images = sum(images[name] for name in exp.section("datasets"))

@@ -171,7 +171,7 @@ def test_tokens_that_name_their_patchs_class_score_as_the_labels_upsampled_on_th
     from evaluate.datasets.label_folder import LabelFolderSet
     from evaluate.demo.semseg import make_demo_semseg
     from evaluate.semseg.cluster import ClusterSettings, TokenStream, fit_clusters
-    from evaluate.semseg.transform import tokens320_labels, tokens320_side
+    from evaluate.pixels.tokens320 import tokens320_labels, tokens320_side
 
     out = make_demo_semseg(tmp_path / "demo", n_images=6, seed=2)
     data = LabelFolderSet(out / "images", out / "labels", out / "classes.txt")

@@ -1,4 +1,4 @@
-"""The tokens320 reading (evaluate.semseg.transform, evaluate.readings.tokens320): the geometry, PIL's nearest rule
+"""The tokens320 reading (evaluate.pixels.tokens320, evaluate.readings.tokens320): the geometry, PIL's nearest rule
 against the naive floor((i + 0.5) r) where the two differ, the normalisation, and a seeded network's tokens."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from evaluate.networks.vit import VisionTransformer
 from evaluate.readings.features import FeatureError
 from evaluate.pixels.geometry import Geometry
 from evaluate.readings.tokens320 import network_input, read_tokens320, tokens320_grid
-from evaluate.semseg import SemsegError
-from evaluate.semseg.transform import (
+from evaluate.pixels.tokens320 import (
     tokens320_geometry,
     tokens320_input,
     tokens320_labels,
@@ -101,9 +100,9 @@ def test_the_input_is_imagenet_normalised():
 
 
 def test_non_rgb_images_and_label_maps_of_another_type_are_refused():
-    with pytest.raises(SemsegError, match="RGB"):
+    with pytest.raises(ValueError, match="RGB"):
         tokens320_pixels(Image.new("L", (40, 40)), 320)
-    with pytest.raises(SemsegError, match="uint8"):
+    with pytest.raises(ValueError, match="uint8"):
         tokens320_labels(np.zeros((40, 40), dtype=np.int32), 320)
 
 

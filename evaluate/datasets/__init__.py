@@ -34,6 +34,7 @@ numpy, PIL or pycocotools: the workflow's own process reads the table to check a
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from evaluate import EvaluationError
@@ -41,6 +42,23 @@ from evaluate import EvaluationError
 
 class DataSetError(EvaluationError):
     """A data set's file is missing or malformed; the message names the file and what is wrong."""
+
+
+def files_by_stem(folder: Path, suffixes: tuple[str, ...], what: str,
+                  error: type[DataSetError] = DataSetError) -> dict[str, Path]:
+    """stem -> file of `folder`'s files with one of `suffixes` (case-insensitive), in sorted file-name order; dot files
+    and other suffixes are not part of a set. A missing folder, or two files of one stem, is refused (`error`, one
+    line naming the file): the pairing of images with their labels by name, which the folder kinds share."""
+    if not folder.is_dir():
+        raise error(f"{folder}: {what} folder not found")
+    found: dict[str, Path] = {}
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith(".") or path.suffix.lower() not in suffixes or not path.is_file():
+            continue
+        if path.stem in found:
+            raise error(f"{path}: a second {what} named {path.stem!r} (beside {found[path.stem].name})")
+        found[path.stem] = path
+    return found
 
 
 def resolved(target: str) -> Any:

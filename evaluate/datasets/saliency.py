@@ -30,7 +30,7 @@ from PIL import Image
 
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 from evaluate.pixels.images import opened_image, to_rgb
-from evaluate.datasets import DataSetError
+from evaluate.datasets import DataSetError, files_by_stem
 
 SET_LAYOUTS = {  # the set's name -> (images folder, masks folder) under its root, as each download unpacks
     "ecssd": ("images", "ground_truth_mask"),
@@ -107,20 +107,6 @@ class SaliencySet:
         return sha256_json(sorted([p.mask.name, sha256_file(p.mask)] for p in self.pairs))
 
 
-def _listed(folder: Path, suffixes: tuple[str, ...], what: str) -> dict[str, Path]:
-    """stem -> file of `folder`'s files with one of `suffixes` (dot files left out); two files of one stem refused."""
-    if not folder.is_dir():
-        raise SaliencyDataError(f"{folder}: {what} folder not found")
-    found: dict[str, Path] = {}
-    for path in sorted(folder.iterdir()):
-        if path.name.startswith(".") or path.suffix.lower() not in suffixes or not path.is_file():
-            continue
-        if path.stem in found:
-            raise SaliencyDataError(f"{path}: a second {what} named {path.stem!r} (beside {found[path.stem].name})")
-        found[path.stem] = path
-    return found
-
-
 def set_folders(root: str | os.PathLike) -> tuple[Path, Path]:
     """(images folder, masks folder) of a published set's root, by the folder names of `SET_LAYOUTS`."""
     root = Path(root)
@@ -151,8 +137,8 @@ def open_saliency_set(root: str | os.PathLike | None = None, *, images: str | os
         raise SaliencyDataError("a saliency set needs its root folder, or both an images and a masks folder")
     else:
         images_dir, masks_dir = Path(images), Path(masks)
-    image_files = _listed(images_dir, IMAGE_SUFFIXES, "image")
-    mask_files = _listed(masks_dir, (MASK_SUFFIX,), "mask")
+    image_files = files_by_stem(images_dir, IMAGE_SUFFIXES, "image", SaliencyDataError)
+    mask_files = files_by_stem(masks_dir, (MASK_SUFFIX,), "mask", SaliencyDataError)
     if not image_files:
         raise SaliencyDataError(f"{images_dir}: no image ({', '.join(IMAGE_SUFFIXES)}) in the images folder")
     for stem, path in image_files.items():

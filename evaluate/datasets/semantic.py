@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from evaluate.datasets import DataSetError
+from evaluate.datasets import DataSetError, files_by_stem
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 from evaluate.pixels.images import opened_image, to_rgb
 
@@ -48,18 +48,8 @@ class SemanticDataError(DataSetError):
 
 
 def listed_files(folder: Path, suffixes: tuple[str, ...], what: str) -> dict[str, Path]:
-    """stem -> file of `folder`'s files with one of `suffixes` (case-insensitive), in sorted file-name order; dot
-    files and other suffixes are not part of a set. A missing folder, or two files of one stem, is refused."""
-    if not folder.is_dir():
-        raise SemanticDataError(f"{folder}: {what} folder not found")
-    found: dict[str, Path] = {}
-    for path in sorted(folder.iterdir()):
-        if path.name.startswith(".") or path.suffix.lower() not in suffixes or not path.is_file():
-            continue
-        if path.stem in found:
-            raise SemanticDataError(f"{path}: a second {what} named {path.stem!r} (beside {found[path.stem].name})")
-        found[path.stem] = path
-    return found
+    """`evaluate.datasets.files_by_stem`, refusing with a `SemanticDataError`."""
+    return files_by_stem(folder, suffixes, what, SemanticDataError)
 
 
 def read_list(path: Path, what: str) -> list[str]:

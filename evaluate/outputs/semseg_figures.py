@@ -41,7 +41,7 @@ def coloured(classes: np.ndarray, colours: np.ndarray) -> np.ndarray:
 def semseg_figures(records: Sequence[dict], out_dir: str | os.PathLike, *, overlay_images: int) -> list[Path]:
     """Write the figures of the module docstring into `out_dir`; return their paths."""
     from evaluate.semseg.protocol import text_png
-    from evaluate.semseg.transform import tokens320_pixels
+    from evaluate.pixels.tokens320 import tokens320_pixels
     from evaluate.pixels.images import to_rgb
 
     from PIL import Image

@@ -1,7 +1,7 @@
 """The reading `tokens320` (docs/design.md §18, DESIGN 16): a network's tokens on the scored square of unsupervised
 semantic segmentation.
 
-Per image (RGB as stored, W x H): the tokens320 square (`evaluate.semseg.transform`: short side to
+Per image (RGB as stored, W x H): the tokens320 square (`evaluate.pixels.tokens320`: short side to
 s = p * ceil(320 / p) with PIL NEAREST, the centre s x s crop, ImageNet-normalised), through the network in its
 `released` form (section 11: the caller loads it so): `tokens(x)`, the last block's output after the final norm,
 patch rows only (DINO's `get_intermediate_layers(n=1)`): (g * g, D) float32, g = s / p, row by row. A network without
@@ -30,7 +30,7 @@ from PIL import Image
 from evaluate.plumbing.atomic import atomic_path, write_json
 from evaluate.readings.features import IDS, FeatureError
 from evaluate.readings.runner import Reading, Shard
-from evaluate.semseg.transform import TRANSFORM, tokens320_input, tokens320_side
+from evaluate.pixels.tokens320 import TRANSFORM, tokens320_input, tokens320_side
 
 TOKENS320 = Reading("tokens320", form="released", precision="float32")
 TOKENS = "tokens320.npy"
@@ -42,7 +42,7 @@ def tokens320_grid(patch: int) -> int:
 
 
 def network_input(img: Image.Image, patch: int) -> torch.Tensor:
-    """The network's input for one RGB image: (3, s, s) float32 (`evaluate.semseg.transform.tokens320_input`)."""
+    """The network's input for one RGB image: (3, s, s) float32 (`evaluate.pixels.tokens320.tokens320_input`)."""
     return tokens320_input(img, patch)
 
 

@@ -1,7 +1,7 @@
 """Unsupervised semantic segmentation as the field publishes it (docs/design.md §18, DESIGN 16): "Unsupervised Acc /
 mIoU", a frozen network's tokens clustered without labels and the clusters matched to the classes once.
 
-- `transform`: the tokens320 geometry: short side to s = p * ceil(320 / p) with PIL NEAREST, the centre s x s crop,
+- (`evaluate.pixels.tokens320`, beside the other pixel geometries): the tokens320 geometry: short side to s = p * ceil(320 / p) with PIL NEAREST, the centre s x s crop,
   for the image and its label map alike; ImageNet normalisation for the image.
 - `cluster`: spherical k-means exactly as the contract writes it (one numpy generator, k-means++-style seeding on
   1 - cosine, Lloyd with first-on-ties, best of n_init restarts, clusters renumbered by first appearance), on tokens

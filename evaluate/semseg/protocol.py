@@ -149,7 +149,7 @@ def score(scoring: Any, *, spec: dict, manifest_file: str | os.PathLike, fit_fil
     from evaluate.plumbing.atomic import read_json
     from evaluate.readings.tokens320 import TOKENS320
     from evaluate.semseg.matching import cluster_confusion, score_set
-    from evaluate.semseg.transform import tokens320_labels
+    from evaluate.pixels.tokens320 import tokens320_labels
 
     manifest = read_json(manifest_file)
     record_of_fit = read_json(fit_file)

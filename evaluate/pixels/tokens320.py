@@ -21,7 +21,6 @@ import numpy as np
 from PIL import Image
 
 from evaluate.pixels.images import IMAGENET_MEAN, IMAGENET_STD, normalise_pixels
-from evaluate.semseg import SemsegError
 
 if TYPE_CHECKING:
     import torch
@@ -39,7 +38,7 @@ def tokens320_side(patch: int) -> int:
     """s = p * ceil(320 / p): 320 for p 8 and 16, 322 for p 14."""
     patch = int(patch)
     if patch < 1:
-        raise SemsegError(f"patch size must be positive, got {patch}")
+        raise ValueError(f"patch size must be positive, got {patch}")
     return patch * math.ceil(TARGET / patch)
 
 
@@ -48,7 +47,7 @@ def tokens320_geometry(width: int, height: int, side: int) -> tuple[int, int, in
     centre crop's offset. 640 x 480 at 320 -> (426, 320, 53, 0)."""
     width, height, side = int(width), int(height), int(side)
     if width < 1 or height < 1:
-        raise SemsegError(f"image size must be positive, got {width} x {height}")
+        raise ValueError(f"image size must be positive, got {width} x {height}")
     if width <= height:
         new_w, new_h = side, int(side * height / width)
     else:
@@ -65,7 +64,7 @@ def _resized_square(img: Image.Image, side: int) -> Image.Image:
 def tokens320_pixels(img: Image.Image, side: int) -> np.ndarray:
     """An RGB image's scored square: (side, side, 3) uint8 (module docstring)."""
     if img.mode != "RGB":
-        raise SemsegError(f"tokens320 takes an RGB image, got mode {img.mode}")
+        raise ValueError(f"tokens320 takes an RGB image, got mode {img.mode}")
     return np.asarray(_resized_square(img, side), dtype=np.uint8)
 
 
@@ -73,7 +72,7 @@ def tokens320_labels(labels: np.ndarray, side: int) -> np.ndarray:
     """A label map's scored square: (H, W) uint8 -> (side, side) uint8, by the image's very resize and crop."""
     labels = np.asarray(labels)
     if labels.dtype != np.uint8 or labels.ndim != 2:
-        raise SemsegError(f"a label map must be (H, W) uint8, got {labels.dtype} {labels.shape}")
+        raise ValueError(f"a label map must be (H, W) uint8, got {labels.dtype} {labels.shape}")
     return np.asarray(_resized_square(Image.fromarray(labels), side), dtype=np.uint8)
 
 
