@@ -97,7 +97,7 @@ check-inputs: setup
 
 # Every bench of bench/ (tests/test_bench_skips.py checks the list): those that need ../shared/data say so and skip.
 # The long ones: memory.py runs the workflow twice, precision.py extracts with every precision.
-BENCHES := extract decode probe attention discovery saliency video scale precision memory
+BENCHES := extract decode probe attention attention_masks discovery saliency semseg video scale precision memory
 bench: setup
 	@set -e; for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py; done
 

@@ -36,13 +36,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.machine import machine_line
+from bench.shared_data import COCO_MINI, skip_unless
 from evaluate.attention.masks import MaskTally, mass_masks, score_image
 from evaluate.datasets.voc_segmentation import VocSegmentation
 from evaluate.demo.segmentation import palette_png
 from evaluate.networks.vit import VisionTransformer
 from evaluate.readings.cls_attention import class_token_attention, network_input
 
-COCO_MINI = REPO.parent / "shared" / "data" / "coco2017-mini"
 VOC_LONG_SIDE = 500
 
 
@@ -109,8 +109,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if not (COCO_MINI / "annotations.json").is_file():
-        sys.exit(f"{COCO_MINI}: not found (the real photos of this bench lie in ../shared beside the checkout)")
+    skip_unless(COCO_MINI / "annotations.json", "bench/attention_masks.py")
     print(machine_line())
     torch.manual_seed(0)
     model = VisionTransformer(patch_size=args.patch, pos_grid=224 // args.patch, class_token=True,

@@ -13,7 +13,7 @@ from sources import REPO
 HELPERS = {"machine", "shared_data"}  # modules of bench/ that are no bench
 NEEDS_SHARED = {  # bench -> the constant naming its data (patched to a missing folder here), its own argv
     "scale": "COCO_MINI", "memory": "COCO_MINI", "precision": "COCO_MINI", "saliency": "DAVIS_MINI",
-    "video": "DAVIS_MINI",
+    "video": "DAVIS_MINI", "attention_masks": "COCO_MINI",
 }
 
 
