@@ -58,7 +58,8 @@ def test_an_image_over_the_pixel_limit_is_refused_before_decoding_not_read_as_co
     path = bi.png_header(tmp_path / "images" / "huge.png", *OVER_LIMIT)
     with pytest.raises(ImageError) as info:
         open_rgb(path)
-    message = assert_names_and_says(info.value, path, "10000 x 10000 px", "decompression-bomb limit")
+    message = assert_names_and_says(info.value, path, "100,000,000 pixels (10000 x 10000 px)",
+                                    "decompression-bomb limit")
     assert message.startswith(f"{path}: ") and "corrupt" not in message
     one_line(info.value)
 
@@ -75,7 +76,7 @@ def test_a_decompression_bomb_in_a_saliency_set_is_refused_naming_the_file(tmp_p
     (pair,) = open_saliency_set(tmp_path).pairs  # listing opens no file
     with pytest.raises(SaliencyDataError) as info:
         read_image(pair) if what == "image" else read_truth(pair)
-    assert_names_and_says(info.value, bomb, "20000 x 20000 px", "decompression-bomb limit")
+    assert_names_and_says(info.value, bomb, "400,000,000 pixels", "decompression-bomb limit")
     one_line(info.value)
 
 
@@ -83,7 +84,7 @@ def test_a_decompression_bomb_as_a_davis_mask_is_refused_naming_the_file(tmp_pat
     path = bi.png_header(tmp_path / "00000.png", *BOMB, grey=True)
     with pytest.raises(VideoDatasetError) as info:
         read_mask(path)
-    assert_names_and_says(info.value, path, "20000 x 20000 px", "decompression-bomb limit")
+    assert_names_and_says(info.value, path, "the mask has 400,000,000 pixels", "decompression-bomb limit")
 
 
 def test_a_saliency_image_smaller_than_a_patch_is_refused_naming_the_file(tmp_path):
@@ -248,7 +249,6 @@ COCO_STRUCTURE = [
     ("image-width-not-a-number", (_images(9, set={"width": "32"}), None, {}),
      ["images[0] (id 9)", "positive integers"]),
     ("annotations-a-mapping", (_images(9), {"1": {"image_id": 9}}, {}), ["'annotations' must be a list", "dict"]),
-    ("images-a-mapping", ([], None, {"images": {"9": {"id": 9}}}), ["'images' must be a list", "dict"]),
     ("duplicate-image-id", (_images(9, 9), [], {}), ["images[1] (id 9)", "duplicate image id 9", "images[0]"]),
     ("annotation-of-no-image", (_images(9), [{"id": 3, "image_id": 99, "bbox": [1, 1, 2, 2], "iscrowd": 0}], {}),
      ["annotations[0] (id 3)", "image_id 99 is not among the images"]),

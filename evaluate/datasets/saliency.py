@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image
 
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.pixels.images import opened_image, to_rgb
+from evaluate.pixels.images import check_min_side, header_size, opened_image, to_rgb
 from evaluate.datasets import DataSetError
 
 SET_LAYOUTS = {  # the set's name -> (images folder, masks folder) under its root, as each download unpacks
@@ -93,8 +93,11 @@ class SaliencySet:
         return self.pairs[int(image_id)].image
 
     def open_image(self, image_id: int) -> Image.Image:
-        """Image `image_id` in RGB as stored (`read_image`)."""
-        return read_image(self.pairs[int(image_id)])
+        """Image `image_id` in RGB as stored (`read_image`), refused naming the file where it is smaller than one
+        patch on a side (`evaluate.pixels.images.check_min_side`), as every reading's image is."""
+        image = read_image(self.pairs[int(image_id)])
+        check_min_side(self.pairs[int(image_id)].image, image.size, SaliencyDataError)
+        return image
 
     def listing(self) -> dict:
         """The manifest's listing: ids, names and the two folders (`evaluate.datasets.manifest`)."""
@@ -175,8 +178,7 @@ def _decoded(path: Path, what: str) -> Image.Image:
 
 def image_size(path: str | os.PathLike) -> tuple[int, int]:
     """(width, height) of an image file as stored, from its header (no decoding)."""
-    with opened_image(path, "image", SaliencyDataError) as img:
-        return img.size
+    return header_size(path, "image", SaliencyDataError, oriented=False)
 
 
 def read_image(pair: SaliencyPair) -> Image.Image:
