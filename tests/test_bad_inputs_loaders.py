@@ -355,7 +355,7 @@ def test_a_file_that_is_not_a_checkpoint_is_named_for_what_it_is(tmp_path, case)
     write(path)
     with pytest.raises(CheckpointError) as info:
         load_backbone(path, which="teacher", form="backbone")
-    message = assert_names_and_says(info.value, path, "not a checkpoint", *phrases)
+    message = assert_names_and_says(info.value, path, "not a readable checkpoint: it is", *phrases)
     assert "pickle" not in message.lower(), message  # the pickle hint is for pickles alone
     assert message.startswith(f"{path}: ")
     one_line(info.value)

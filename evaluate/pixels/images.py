@@ -111,7 +111,9 @@ def check_min_side(path: str | os.PathLike, size: tuple[int, int], error: type[E
     """Refuse, as `error` naming the file, an image of `size` (width, height) smaller than one patch on a side."""
     width, height = size
     if width < MIN_SIDE or height < MIN_SIDE:
-        raise error(f"{path}: image is {width} x {height} px; at least {MIN_SIDE} px on each side is needed (one patch)")
+        raise error(
+            f"{path}: image is {width} x {height} px; at least {MIN_SIDE} px on each side is needed (one patch)"
+        )
 
 
 @contextlib.contextmanager
