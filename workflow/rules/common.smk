@@ -8,9 +8,11 @@ from evaluate.plumbing import paths
 from evaluate.experiment import Experiment, check_config_names
 from evaluate.plumbing.provenance import job_code_hash, module_code_hash
 
-check_config_names(config)
+# The experiment file(s) read: the --configfile given, or config.yaml (the Snakefile's rule); config errors name it.
+CONFIG_FILE = " + ".join(str(path) for path in workflow.configfiles) or "config.yaml"
+check_config_names(config, CONFIG_FILE)
 validate(config, schema="../schemas/config.schema.yaml")  # fills in every default the schema states
-EXP = Experiment(config)
+EXP = Experiment(config, source=CONFIG_FILE)
 EXP.check_probe_categories()
 CHECKPOINTS = EXP.checkpoints
 ALL_DATASETS = EXP.datasets  # every section's, by name: one manifest each, the demo's drawn alike
