@@ -91,10 +91,11 @@ def _check_names(config: dict[str, Any]) -> None:
 def dataset_table(config: dict[str, Any]) -> dict[str, DataSet]:
     """Every data set of the experiment, by name, section by section (`evaluate.datasets.SECTIONS`).
 
-    Refused, one line naming the entry (the experiment's file is put in front by the caller, `in_file`): a name used in two sections (one ledger counts openings, and so budgets, by
+    Refused, one line naming the entry: a name used in two sections (one ledger counts openings, and so budgets, by
     data-set name); an entry that does not give exactly one group of its kind's path fields whole (`Kind.needs`);
     an unknown role; a sealed data set without a budget; a demo entry of a kind the demo does not draw, or whose
-    paths do not lie in the folder the demo draws it in; a `root` that is not a folder (outside the demo).
+    paths do not lie in the folder the demo draws it in; a `root` that is not a folder (outside the demo). The
+    experiment file's name is put in front by the caller (`in_file`).
     """
     from evaluate.plumbing.paths import DEMO_DATASET
 
