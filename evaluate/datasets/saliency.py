@@ -12,8 +12,9 @@ and files of other suffixes, are not part of a set.
 Listing a set opens no file: `open_saliency_set` checks the pairing from folder listings alone (an image without a
 mask, a mask without an image, two images of one name: one line naming the file). Files are decoded where a job
 reads them: `read_image` (the photo in RGB, as stored: no EXIF orientation, as the authors' `Image.open(...)
-.convert('RGB')`), `read_truth` (the mask, its size checked against the image's); an unreadable file or a size
-mismatch is one line naming the file.
+.convert('RGB')`), `read_truth` (the mask, its size checked against the image's header); an unreadable file, a
+file over the pixel limit (`evaluate.pixels.images.MAX_PIXELS`), a size mismatch, or a reading's image smaller
+than one patch (`SaliencySet.open_image`) is one line naming the file.
 
 Label identity (for the ledger's openings): `SaliencySet.annotations_sha256`, the sha256 of the canonical JSON of
 the sorted [mask file name, sha256 of the file] pairs.
