@@ -7,9 +7,10 @@
 The sequences are the folders of `JPEGImages/<resolution>/`, or the lines of a list file (read as every list file is,
 `evaluate.datasets.lists`: a byte-order mark accepted, not UTF-8 or a sequence listed twice refused). What a mask
 PNG holds goes by its MODE, never by its values (`read_mask`): grayscale (L or 1-bit; DAVIS-2016, 0 and 255) is one
-object, every non-zero pixel object 1; palette (P; DAVIS-2017) holds object ids 0..K, and in the ground truth 255 is void, read as
-background. The objects of a sequence are ids 1..M, M the highest id of its first frame's mask (an id missing below
-M is an object with an empty mask); an id above M in a later mask is background, counted (`TruthMask.n_extra`).
+object, every non-zero pixel object 1; palette (P; DAVIS-2017) holds object ids 0..K, and in the ground truth 255 is
+void, read as background. The objects of a sequence are ids 1..M, M the highest id of its first frame's mask (an id
+missing below M is an object with an empty mask); an id above M in a later mask is background, counted
+(`TruthMask.n_extra`).
 
 Listing a data set opens no label: `DavisDataset` checks the layout from folder listings alone, one line naming the
 file for a listed sequence without a folder, a sequence without frames, a missing first-frame mask or a mask without
