@@ -9,10 +9,16 @@ Everything here is pure and importable, so `workflow/rules/common.smk` stays a t
 - Every other section's data sets (`videos:`, `discovery:`, `saliency:`, ...) have the role `eval` only. Each entry
   is of a data-set kind (`evaluate.datasets.kinds.KINDS`), which says which of its fields it needs and how the demo draws
   it, so one table (`dataset_table`) reads every section.
+
+A config error names the experiment file actually read (`source`: the `--configfile` given, or config.yaml, as
+`workflow/rules/common.smk` finds it in `workflow.configfiles`): the checks raise ConfigErrors that name the key, and
+`in_file(source)` puts the file in front where the experiment is read.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,6 +39,7 @@ from evaluate.plumbing.config import (  # noqa: F401 (re-exported)
 )
 
 SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
+SOURCE = "config.yaml"  # the experiment file the Snakefile reads when no --configfile is given
 # keys an older config may still hold -> what replaced them; refused with that advice before the schema's generic
 # "additional properties" message
 REPLACED_KEYS = {
@@ -41,25 +48,39 @@ REPLACED_KEYS = {
 }
 
 
-def load_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `config` validated against the schema, every default the schema states filled in (what the
-    workflow's common.smk does to the config it runs on)."""
+@contextlib.contextmanager
+def in_file(source: str) -> Iterator[None]:
+    """A ConfigError raised within, its message preceded by the experiment file's name `source` (one line)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def load_config(config: dict[str, Any], source: str = SOURCE) -> dict[str, Any]:
+    """A copy of `config` (read from the experiment file `source`) validated against the schema, every default the
+    schema states filled in (what the workflow's common.smk does to the config it runs on)."""
     import copy
 
     from snakemake.utils import validate
 
     checked = copy.deepcopy(config)
-    check_config_names(checked)
+    check_config_names(checked, source)
     validate(checked, str(SCHEMA))
     return checked
 
 
-def check_config_names(config: dict[str, Any]) -> None:
+def check_config_names(config: dict[str, Any], source: str = SOURCE) -> None:
     """Refuse unsafe checkpoint and data-set names, and keys that were replaced (`REPLACED_KEYS`, naming what
-    replaced them), with a plain message, before schema validation words it."""
+    replaced them), with a plain message naming the experiment file `source`, before schema validation words it."""
+    with in_file(source):
+        _check_names(config)
+
+
+def _check_names(config: dict[str, Any]) -> None:
     for (section, key), replacement in REPLACED_KEYS.items():
         if isinstance(config.get(section), dict) and key in config[section]:
-            raise ConfigError(f"config.yaml: {section}.{key} was replaced by {replacement}")
+            raise ConfigError(f"{section}.{key} was replaced by {replacement}")
     for section in ("checkpoints", *SECTIONS):
         entries = config.get(section)
         if isinstance(entries, dict):
@@ -73,7 +94,8 @@ def dataset_table(config: dict[str, Any]) -> dict[str, DataSet]:
     Refused, one line naming the entry: a name used in two sections (one ledger counts openings, and so budgets, by
     data-set name); an entry that does not give exactly one group of its kind's path fields whole (`Kind.needs`);
     an unknown role; a sealed data set without a budget; a demo entry of a kind the demo does not draw, or whose
-    paths do not lie in the folder the demo draws it in; a `root` that is not a folder (outside the demo).
+    paths do not lie in the folder the demo draws it in; a `root` that is not a folder (outside the demo). The
+    experiment file's name is put in front by the caller (`in_file`).
     """
     from evaluate.plumbing.paths import DEMO_DATASET
 
@@ -83,18 +105,18 @@ def dataset_table(config: dict[str, Any]) -> dict[str, DataSet]:
             check_name(name, f"{section}:")
             where = f"{section}.{name}"
             if name in table:
-                raise ConfigError(f"config.yaml: {where}: the name is also a data set's under '{table[name].section}:'; "
+                raise ConfigError(f"{where}: the name is also a data set's under '{table[name].section}:'; "
                                   "data sets share one ledger, so give it another name")
             kind = kind_of(section, entry.get("kind"))
             given = {field for group in kind.needs for field in group if entry.get(field)}
             if not any(given == set(group) for group in kind.needs):
                 wanted = " or ".join("its " + " and ".join(group) for group in kind.needs)
-                raise ConfigError(f"config.yaml: {where}: give {wanted}")
+                raise ConfigError(f"{where}: give {wanted}")
             if section == "datasets":
                 roles = tuple(entry["roles"])
                 for role in roles:
                     if role not in ROLES:
-                        raise ConfigError(f"config.yaml: {where}.roles: unknown role {role!r} (known: "
+                        raise ConfigError(f"{where}.roles: unknown role {role!r} (known: "
                                           f"{', '.join(ROLES)})")
             else:
                 roles = ("eval",)
@@ -103,11 +125,11 @@ def dataset_table(config: dict[str, Any]) -> dict[str, DataSet]:
             if demo is not None:
                 folder = DEMO_DATASET.format(section=section, dataset=name)
                 if not kind.demo:
-                    raise ConfigError(f"config.yaml: {where}.demo: the demo draws no {kind.name} set (it draws "
+                    raise ConfigError(f"{where}.demo: the demo draws no {kind.name} set (it draws "
                                       f"{', '.join(k.name for k in kinds_of(section).values() if k.demo)})")
                 for field in sorted(given):
                     if entry[field] != folder and not str(entry[field]).startswith(folder + "/"):
-                        raise ConfigError(f"config.yaml: {where}.{field}: a demo {kind.name} set is drawn at {folder}, "
+                        raise ConfigError(f"{where}.{field}: a demo {kind.name} set is drawn at {folder}, "
                                           f"so its {field} must lie there, not {entry[field]}")
             table[name] = DataSet(name=name, section=section, kind=kind.name, opener=kind.opener,
                                   fields={field: entry.get(field) for field in kind.fields}, roles=roles,
@@ -116,21 +138,27 @@ def dataset_table(config: dict[str, Any]) -> dict[str, DataSet]:
     for name, dataset in table.items():  # once every entry is known: a clash of names is said first
         root = dataset.fields.get("root")
         if root and dataset.demo is None and not Path(root).is_dir():
-            raise ConfigError(f"config.yaml: {dataset.section}.{name}.root: {root} is not a folder (where a "
+            raise ConfigError(f"{dataset.section}.{name}.root: {root} is not a folder (where a "
                               f"{dataset.kind} data set is unpacked)")
     return table
 
 
 @dataclass
 class Experiment:
-    """The config read once: checkpoints, data sets by role, the reference checkpoint and the baseline."""
+    """The config read once: checkpoints, data sets by role, the reference checkpoint and the baseline. `source`: the
+    experiment file it was read from, named by every ConfigError it raises."""
 
     config: dict[str, Any]
+    source: str = SOURCE
     checkpoints: dict[str, Checkpoint] = field(init=False)
     datasets: dict[str, DataSet] = field(init=False)
 
     def __post_init__(self) -> None:
-        check_config_names(self.config)
+        with in_file(self.source):
+            self._check()
+
+    def _check(self) -> None:
+        _check_names(self.config)
         self.checkpoints = checkpoint_table(self.config)
         from evaluate.networks.checkpoints import FORMATS
         from evaluate.networks.registry import ARCHITECTURES
@@ -138,39 +166,44 @@ class Experiment:
         for name, checkpoint in self.checkpoints.items():  # a demo checkpoint is made in any format and architecture
             for key, known in (("format", FORMATS), ("architecture", ARCHITECTURES)):
                 if checkpoint.demo is not None and checkpoint.demo[key] not in known:
-                    raise ConfigError(f"config.yaml: checkpoints.{name}.demo.{key}: {checkpoint.demo[key]!r} is not "
+                    raise ConfigError(f"checkpoints.{name}.demo.{key}: {checkpoint.demo[key]!r} is not "
                                       f"a demo checkpoint {key} (one of {', '.join(known)})")
         self.datasets = dataset_table(self.config)
         if not self.datasets:
-            raise ConfigError("config.yaml: no data sets: name some under " + ", ".join(f"'{s}:'" for s in SECTIONS))
+            raise ConfigError("no data sets: name some under " + ", ".join(f"'{s}:'" for s in SECTIONS))
+        for name, data in self.datasets.items():  # clusters fitted on another set name one of the same section
+            fitted_on = (self.config.get(data.section) or {}).get(name, {}).get("fit_on")
+            if fitted_on is not None and fitted_on not in self.section(data.section):
+                raise ConfigError(f"{data.section}.{name}.fit_on: {fitted_on!r} is not a {data.section} data set "
+                                  f"(one of {', '.join(self.section(data.section))})")
         if self.section("videos"):
-            self.propagation  # noqa: B018 - the video settings checked before any job
+            self._propagation()  # the video settings checked before any job
         features = self.config.get("features", {})
         if features.get("precision") == "float16" and features.get("device") == "cpu":
-            raise ConfigError("config.yaml: features.precision: float16 runs on CUDA only, and features.device is "
+            raise ConfigError("features.precision: float16 runs on CUDA only, and features.device is "
                               "cpu; on the CPU choose bfloat16 or float32 (the reference)")
         if not self.checkpoints:
-            raise ConfigError("config.yaml: no checkpoints: name some under 'checkpoints:' or 'checkpoint_globs:'")
+            raise ConfigError("no checkpoints: name some under 'checkpoints:' or 'checkpoint_globs:'")
         for key in ("reference_checkpoint", "compare_to"):
             value = self.config.get(key)
             if value is not None and value not in self.checkpoints:
                 raise ConfigError(
-                    f"config.yaml: {key}: {value!r} is not one of the checkpoints ({', '.join(sorted(self.checkpoints))})"
+                    f"{key}: {value!r} is not one of the checkpoints ({', '.join(sorted(self.checkpoints))})"
                 )
         if self.by_role("select") and len(self.by_role("select")) > 1:
-            raise ConfigError("config.yaml: more than one data set has the role 'select'; the decoder is tuned on one")
+            raise ConfigError("more than one data set has the role 'select'; the decoder is tuned on one")
         if self.by_role("probe-train") and len(self.by_role("probe-train")) > 1:
-            raise ConfigError("config.yaml: more than one data set has the role 'probe-train'")
+            raise ConfigError("more than one data set has the role 'probe-train'")
         from decoders import DecoderError, sweep_settings
 
         try:
             sweep_settings(self.config["decoder"])
         except DecoderError as exc:
-            raise ConfigError(f"config.yaml: decoder: {exc}") from None
+            raise ConfigError(f"decoder: {exc}") from None
         overlap = set(self.by_role("select")) & set(self.by_role("eval"))
         if overlap:
             raise ConfigError(
-                f"config.yaml: data set(s) {sorted(overlap)} have both roles 'select' and 'eval': settings chosen on "
+                f"data set(s) {sorted(overlap)} have both roles 'select' and 'eval': settings chosen on "
                 "the images they are reported on would flatter the decoder"
             )
 
@@ -189,6 +222,10 @@ class Experiment:
         """
         if not self.probe_train_dataset:
             return
+        with in_file(self.source):
+            self._check_probe_categories()
+
+    def _check_probe_categories(self) -> None:
         from evaluate.probe.labels import unmatched_categories
 
         train = self._category_names(self.probe_train_dataset)
@@ -200,7 +237,7 @@ class Experiment:
             missing = unmatched_categories(classes, names) if names is not None else []
             if missing:
                 raise ConfigError(
-                    f"config.yaml: datasets.{name} ({self.datasets[name].fields['annotations']}) has category name(s) "
+                    f"datasets.{name} ({self.datasets[name].fields['annotations']}) has category name(s) "
                     f"{missing} that the probe-train data set {self.probe_train_dataset!r} lacks (it has: "
                     f"{', '.join(sorted(set(classes)))}). The probe matches categories by name, so rename them to "
                     f"the probe-train set's names, or set `probe: false` on datasets.{name} to score it by the "
@@ -223,12 +260,16 @@ class Experiment:
     @cached_property
     def propagation(self):
         """The `video:` settings as `evaluate.video.settings.PropagationSettings` (its checks, one line each)."""
+        with in_file(self.source):
+            return self._propagation()
+
+    def _propagation(self):
         from evaluate.video.settings import PropagationSettings
 
         try:
             return PropagationSettings.of_config(self.config.get("video", {}))
         except KeyError as exc:  # a setting missing: the config was not validated with the schema's defaults
-            raise ConfigError(f"config.yaml: video: no setting {exc} (validate the config with the schema)") from None
+            raise ConfigError(f"video: no setting {exc} (validate the config with the schema)") from None
 
     @property
     def box_decoders(self) -> list[str]:

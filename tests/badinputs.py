@@ -312,10 +312,13 @@ def write_config(workdir: Path, checkpoints: dict, datasets: dict, **sections: A
     return path
 
 
-def snakemake_command(workdir: Path, *targets: str, keep_going: bool = False, extra: Iterable[str] = ()) -> list[str]:
-    """The real CLI on workdir/config.yaml with the local profile (rerun-incomplete, show-failed-logs), 2 cores."""
+def snakemake_command(workdir: Path, *targets: str, keep_going: bool = False, extra: Iterable[str] = (),
+                      configfile: Path | None = None) -> list[str]:
+    """The real CLI on workdir/config.yaml (or `configfile`) with the local profile (rerun-incomplete,
+    show-failed-logs), 2 cores."""
     cmd = [str(SNAKEMAKE), "--snakefile", str(SNAKEFILE), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--profile", str(REPO / "workflow" / "profiles" / "local"),
+           "--configfile", str(configfile or workdir / "config.yaml"),
+           "--profile", str(REPO / "workflow" / "profiles" / "local"),
            "--cores", "2"]
     if keep_going:
         cmd.append("--keep-going")
@@ -323,9 +326,11 @@ def snakemake_command(workdir: Path, *targets: str, keep_going: bool = False, ex
 
 
 def run_snakemake(workdir: Path, *targets: str, keep_going: bool = False, extra: Iterable[str] = (),
-                  env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run snakemake to the end; returns the CompletedProcess with stdout and stderr merged into `.stdout`."""
-    return subprocess.run(snakemake_command(workdir, *targets, keep_going=keep_going, extra=extra),
+                  env: dict | None = None, configfile: Path | None = None) -> subprocess.CompletedProcess:
+    """Run snakemake to the end (on workdir/config.yaml, or `configfile`); returns the CompletedProcess with stdout
+    and stderr merged into `.stdout`."""
+    return subprocess.run(snakemake_command(workdir, *targets, keep_going=keep_going, extra=extra,
+                                            configfile=configfile),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=workdir,
                           env=env)
 
@@ -334,3 +339,85 @@ def shard_files(workdir: Path, checkpoint: str, dataset: str, shard: str) -> lis
     """The four files of one feature shard."""
     folder = workdir / "results" / "features" / checkpoint / dataset / shard
     return [folder / name for name in ("keys480.npy", "tokens224.npy", "image_ids.json", "meta.json")]
+
+
+# ------------------------------------------------------------------------------- loaders' bad input (issue 34)
+
+
+def png_header(path: Path, width: int, height: int, grey: bool = False) -> Path:
+    """A PNG whose header declares `width` x `height` pixels (RGB, or 8-bit grey), its pixel data left out: what a
+    decompression bomb shows a reader, which decides from the header before decoding anything."""
+    import struct
+    import zlib
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0 if grey else 2, 0, 0, 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b""))
+    return path
+
+
+def write_voc(root: Path, images: dict[str, dict], split: str = "trainval", split_text: str | bytes | None = None
+              ) -> Path:
+    """A VOC year folder: per name of `images` a JPEG of its `size` (W, H), an XML declaring `declared` (W, H;
+    default its size) with one object per `boxes` entry (VOC's 1-based xmin, ymin, xmax, ymax), and the split
+    file listing the names (or holding `split_text` as given). Returns the root."""
+    for sub in ("JPEGImages", "Annotations", "ImageSets/Main"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    for name, spec in images.items():
+        width, height = spec["size"]
+        (root / "JPEGImages" / f"{name}.jpg").write_bytes(jpeg_bytes(height, width))
+        dw, dh = spec.get("declared", spec["size"])
+        objects = "".join(f"<object><name>thing</name><bndbox><xmin>{x0}</xmin><ymin>{y0}</ymin><xmax>{x1}</xmax>"
+                          f"<ymax>{y1}</ymax></bndbox></object>" for x0, y0, x1, y1 in spec.get("boxes", ()))
+        (root / "Annotations" / f"{name}.xml").write_text(
+            f"<annotation><filename>{name}.jpg</filename><size><width>{dw}</width><height>{dh}</height>"
+            f"<depth>3</depth></size>{objects}</annotation>")
+    text = "".join(f"{name}\n" for name in images) if split_text is None else split_text
+    split_file = root / "ImageSets" / "Main" / f"{split}.txt"
+    (split_file.write_bytes if isinstance(text, bytes) else split_file.write_text)(text)
+    return root
+
+
+def write_coco_boxes(folder: Path, image_specs: list[dict], annotations: Any = None, **top: Any
+                     ) -> tuple[Path, Path]:
+    """A COCO instances file for object discovery and its images folder. Per entry of `image_specs`: a JPEG of its
+    `size` (W, H) written as images/%012d.jpg of its `id`, and an entry of that id, file name and `declared` (W, H)
+    as width and height (default: the size), then the keys of `set` put in and those of `without` left out.
+    `annotations`: what the file's "annotations" holds (default: one 10 x 8 box per image); `top`: more
+    top-level keys. Returns (images folder, annotation file)."""
+    images_dir = folder / "images"
+    images_dir.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for k, spec in enumerate(image_specs):
+        width, height = spec["size"]
+        name = f"{spec['id']:012d}.jpg"
+        (images_dir / name).write_bytes(jpeg_bytes(height, width, seed=k))
+        declared_width, declared_height = spec.get("declared", spec["size"])
+        entry = {"id": spec["id"], "file_name": name, "width": declared_width, "height": declared_height,
+                 **spec.get("set", {})}
+        entries.append({key: value for key, value in entry.items() if key not in spec.get("without", ())})
+    if annotations is None:
+        annotations = [{"id": k + 1, "image_id": e["id"], "category_id": 1, "bbox": [2, 2, 10, 8], "iscrowd": 0,
+                        "area": 80.0} for k, e in enumerate(entries) if "id" in e]
+    data = {"images": entries, "annotations": annotations, "categories": CATEGORIES, **top}
+    path = folder / "instances.json"
+    path.write_text(json.dumps(data))
+    return images_dir, path
+
+
+def torch_zip_member_offset(path: Path, member_suffix: str) -> tuple[int, int]:
+    """(offset of the first data byte, size) of the first member of a torch zip checkpoint whose name ends with
+    `member_suffix` (e.g. "/data/0", a tensor's storage), read from its local header."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(member_suffix))
+    with open(path, "rb") as handle:
+        handle.seek(info.header_offset)
+        local = handle.read(30)
+    name_length, extra_length = struct.unpack("<HH", local[26:30])
+    return info.header_offset + 30 + name_length + extra_length, info.compress_size

@@ -24,7 +24,7 @@ def test_shipped_config_is_valid_and_has_every_role(shipped_config):
     assert exp.by_role("eval") == ["demo-val"]
     assert exp.reference_checkpoint == "dino-demo"
     assert {c.run for c in exp.checkpoints.values()} == {"dino-demo", "selfpatch-demo", "layerscale-demo", "xcit-demo",
-                                                         "augvit-demo", "dinov2-demo"}
+                                                         "augvit-demo", "dinov2-demo", "dinov3-demo"}
 
 
 @pytest.mark.parametrize("name", ["../evil", "a/b", "..", ".", "with space", "", "é"])
@@ -79,6 +79,16 @@ def test_sealed_without_budget_is_refused(shipped_config):
     del shipped_config["datasets"]["demo-val"]["budget"]
     with pytest.raises(ConfigError, match="sealed but has no 'budget'"):
         Experiment(load_config(shipped_config))
+
+
+def test_a_semseg_set_fitted_on_a_set_not_in_its_section_is_refused_naming_the_file_read(shipped_config):
+    shipped_config["semseg"]["demo-shapes"]["fit_on"] = "demo-val"  # a `datasets:` set, not a semseg one
+    with pytest.raises(ConfigError) as refused:
+        Experiment(load_config(shipped_config), source="experiments/stuff.yaml")
+    assert str(refused.value) == ("experiments/stuff.yaml: semseg.demo-shapes.fit_on: 'demo-val' is not a semseg "
+                                  "data set (one of demo-shapes)")
+    shipped_config["semseg"]["demo-shapes"]["fit_on"] = "demo-shapes"
+    assert Experiment(load_config(shipped_config)).section("semseg")
 
 
 def test_glob_discovery_reads_run_and_epoch_from_paths(tmp_path):

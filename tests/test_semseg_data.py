@@ -353,6 +353,21 @@ def test_potsdam_refusals(tmp_path, photos):
     assert_one_line(exc, gt)
 
 
+def test_an_id_list_with_a_byte_order_mark_is_read_and_one_naming_a_tile_twice_is_refused(tmp_path, photos):
+    root = potsdam_root(tmp_path, photos)
+    ids_file = root / "labelled_test.txt"
+    ids_file.write_bytes(b"\xef\xbb\xbf" + b"10\r\n6\r\n\r\n2\r\n")  # as a Windows editor saves it
+    assert PotsdamSet(root).image_ids == [2, 6, 10]
+    ids_file.write_text("10\n6\n2\n6\n")
+    with pytest.raises(SemanticDataError, match="line 4 repeats '6' of line 2") as exc:
+        PotsdamSet(root)
+    assert_one_line(exc, ids_file)
+    ids_file.write_bytes("10\n6\n2\n".encode("utf-16"))
+    with pytest.raises(SemanticDataError, match="UTF-16") as exc:
+        PotsdamSet(root)
+    assert_one_line(exc, ids_file)
+
+
 # ------------------------------------------------------------------------------------------ folder, and the demo
 
 

@@ -164,7 +164,10 @@ def test_an_empty_split_file_or_a_name_listed_twice_is_refused(voc_root, tmp_pat
     names = (split / "val.txt").read_text().split()
     (split / "twice.txt").write_text("\n".join(names + [names[1]]) + "\n")
     message = refusal(root, "twice")
-    assert message.startswith(f"{split / 'twice.txt'}: ") and f"{names[1]} is listed twice" in message
+    assert message.startswith(f"{split / 'twice.txt'}: ")
+    assert f"line {len(names) + 1} repeats {names[1]!r} of line 2" in message
+    (split / "bom.txt").write_bytes(b"\xef\xbb\xbf" + "\r\n".join(names).encode())  # a Windows editor's file
+    assert VocSegmentation(root, "bom").names == sorted(names)
     assert refusal(root, "missing").startswith(f"{split / 'missing.txt'}: split file not found")
 
 

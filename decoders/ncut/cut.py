@@ -47,8 +47,9 @@ import scipy.linalg.blas as _blas
 import scipy.ndimage
 
 from decoders.ncut.settings import NcutSettings
-from decoders.ncut.solver import SOLVERS, SolverStats, fiedler, one_blas_thread
+from decoders.ncut.solver import SOLVERS, SolverStats, fiedler
 from decoders.registry import DecoderError, square_grid
+from evaluate.plumbing.threads import one_blas_thread
 
 # |float32 S - exact S| for unit vectors of C entries is below C * 2^-24 (accumulation) plus input rounding:
 # entries within S_BAND_PER_CHANNEL * (C + 16) of tau (4e-5 for keys480's 384 channels) are recomputed in float64.

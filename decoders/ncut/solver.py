@@ -7,6 +7,8 @@ generalised solver normalises). The start vector is deterministic: sqrt(d) * (d 
 perturbation (never global random state). When Lanczos breaks down, does not converge, or finds the two top
 eigenvalues too close to separate (gap < 1e-4), the dense reference `scipy.linalg.eigh(D - A, D,
 subset_by_index=[1, 2])` answers instead, counted in `SolverStats`. `solver="dense"` always uses that reference.
+Lanczos runs BLAS on one thread (`evaluate.plumbing.threads.one_blas_thread`, for speed); the dense reference on the
+caller's threads (in a job, its rule's).
 
 The graph is the cut's affinity (`decoders.ncut.cut._Graph`): `n`, degrees `d`, `affinity_apply(u)` = A u and
 `dense_affinity()` = A as a dense matrix.
@@ -14,12 +16,13 @@ The graph is the cut's affinity (`decoders.ncut.cut._Graph`): `n`, degrees `d`, 
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, fields as dc_fields
 from typing import Any, Callable
 
 import numpy as np
 import scipy.linalg
+
+from evaluate.plumbing.threads import one_blas_thread
 
 SOLVERS = ("lanczos", "dense")
 LANCZOS_TOL = 1e-11  # residual of the top Ritz pair, relative to the spectral gap
@@ -64,26 +67,6 @@ class SolverStats:
         """Accumulate another stats object into this one."""
         for f in dc_fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-
-_BLAS_CONTROLLER: list = []
-
-
-def one_blas_thread():
-    """Context that runs BLAS on one thread: Lanczos's 900 x 900 matrix-vector products are a fraction of a
-    millisecond, and waking BLAS threads for each cost more than they saved (4x slower on 2 cores). The cosine GEMM
-    and the dense solver keep the caller's threads. No-op when threadpoolctl (a scikit-learn dependency) is absent."""
-    if not _BLAS_CONTROLLER:
-        try:
-            import threadpoolctl
-
-            _BLAS_CONTROLLER.append(threadpoolctl.ThreadpoolController())
-        except Exception:  # pragma: no cover - optional speed-up only
-            _BLAS_CONTROLLER.append(None)
-    controller = _BLAS_CONTROLLER[0]
-    if controller is None:  # pragma: no cover
-        return contextlib.nullcontext()
-    return controller.limit(limits=1, user_api="blas")
 
 
 _PERTURBATIONS: dict[int, np.ndarray] = {}
@@ -149,7 +132,8 @@ def _lanczos_top(apply_m: Callable[[np.ndarray], np.ndarray], y0: np.ndarray, v0
 
 
 def _dense_fiedler(graph: Any) -> np.ndarray:
-    """The dense reference: x = eigh(D - A, D, subset_by_index=[1, 2]) first column, float64 (N,)."""
+    """The dense reference: x = eigh(D - A, D, subset_by_index=[1, 2]) first column, float64 (N,), on the caller's
+    BLAS threads (a job's: its rule's; its last bits depend on that count, `evaluate.plumbing.threads`)."""
     affinity = graph.dense_affinity()
     degree = np.diag(affinity.sum(axis=1))
     _, vectors = scipy.linalg.eigh(degree - affinity, degree, subset_by_index=[1, 2])

@@ -14,23 +14,33 @@ boxes in pixels, x1 and y1 exclusive (IoU without +1).
   whose trailing number is the image id (LOST's `coco_20k_filenames.txt`: `train2014/COCO_train2014_%012d.jpg`),
   so a COCO-2017 folder (`%012d.jpg`) serves.
 
-Bad input is refused in one line naming the file (`BoxDataError`): malformed XML, a missing JPEG, a box outside its
-image, an image-list name without an image or without an entry in the JSON, an empty split file.
+Boxes are checked against the real image, its size read from the file's header (after EXIF orientation, as the
+reading opens it): an annotation that declares another size than its image's, a box outside the image, an
+inverted box (x1 < x0 or y1 < y0) are refused naming both files.
+
+Bad input is refused in one line naming the file (`BoxDataError`): malformed XML, a missing JPEG, a declared size
+that is not the image's, a box outside its image or inverted, an image-list name without an image or without an
+entry in the JSON, an empty split file; split files and image lists as every list file is read
+(`evaluate.datasets.lists`: a byte-order mark accepted, not UTF-8 or a name listed twice refused); the COCO file's
+structure when the data set is listed (`evaluate.datasets.cocofile`, and each annotation an object with `id`,
+`image_id` among the images, `bbox` four numbers, `iscrowd` 0 or 1 where given), not first in a scoring job.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from evaluate.datasets import DataSetError
+from evaluate.datasets.cocofile import checked_entry, image_entries, is_number, read_coco_json
+from evaluate.datasets.lists import read_lines, unique
+from evaluate.pixels.images import header_size, open_rgb
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.pixels.images import open_rgb
 
 Box = tuple[int, int, int, int]
+ANNOTATION_KEYS = ("id", "image_id", "bbox")  # what a box needs of a COCO annotation (`iscrowd`: 0 where absent)
 _TRAILING_NUMBER = re.compile(r"(\d+)\.[A-Za-z]+$")
 
 
@@ -39,10 +49,19 @@ class BoxDataError(DataSetError):
 
 
 def _check_box(box: Box, width: int, height: int, where: str) -> Box:
+    """`box` once checked to be neither inverted nor outside a `width` x `height` image."""
     x0, y0, x1, y1 = box
-    if not (0 <= x0 <= x1 <= width and 0 <= y0 <= y1 <= height):
+    if x1 < x0 or y1 < y0:
+        raise BoxDataError(f"{where}: box {list(box)} (x0, y0, x1, y1) is inverted: "
+                           f"{'x1 < x0' if x1 < x0 else 'y1 < y0'}")
+    if not (0 <= x0 and x1 <= width and 0 <= y0 and y1 <= height):
         raise BoxDataError(f"{where}: box {list(box)} (x0, y0, x1, y1) lies outside its {width} x {height} image")
     return box
+
+
+def _image_size(path: Path) -> tuple[int, int]:
+    """(width, height) of an image as the reading opens it (after EXIF orientation), from its header alone."""
+    return header_size(path, "image", BoxDataError)
 
 
 class VocBoxes:
@@ -58,8 +77,9 @@ class VocBoxes:
         if not split_file.is_file():
             raise BoxDataError(f"{split_file}: split file not found (a VOC year folder holds ImageSets/Main/"
                                f"{split}.txt, JPEGImages/ and Annotations/)")
-        names = sorted({line.split()[0] for line in split_file.read_text(encoding="utf-8").splitlines()
-                        if line.strip()})
+        listed = unique(read_lines(split_file, "split file", BoxDataError), split_file, BoxDataError,
+                        key=lambda line: line.split()[0])
+        names = sorted(listed)
         if not names:
             raise BoxDataError(f"{split_file}: the split file lists no image")
         self.split_file = split_file
@@ -102,6 +122,7 @@ class VocBoxes:
         return {image_id: self._read_xml(image_id) for image_id in self.image_ids}
 
     def _read_xml(self, image_id: int) -> list[Box]:
+        """The XML's boxes, once its declared size was found to be its JPEG's (read from the JPEG's header)."""
         path = self._xml(self._name[image_id])
         try:
             tree = ET.parse(path).getroot()
@@ -117,6 +138,10 @@ class VocBoxes:
         except (AttributeError, TypeError, ValueError):
             raise BoxDataError(f"{path}: not a VOC annotation (each <object> needs a <bndbox> with integer xmin, "
                                "ymin, xmax, ymax, and the file a <size> with width and height)") from None
+        jpeg = self.image_path(image_id)
+        real = _image_size(jpeg)
+        if real != (width, height):
+            raise BoxDataError(f"{path}: declares a {width} x {height} image, but {jpeg} is {real[0]} x {real[1]} px")
         return [_check_box(b, width, height, str(path)) for b in boxes]
 
 
@@ -130,32 +155,28 @@ class CocoBoxes:
                  image_list: str | os.PathLike | None = None):
         self.images_dir = Path(images)
         self.annotations_path = self.labels_path = Path(annotations)
-        data = self._load()
-        entries = {}
-        for image in data.get("images", []):
-            entries[int(image["id"])] = image
+        entries, _ = self._load()
         if image_list is not None:
             list_path = Path(image_list)
             if not list_path.is_file():
                 raise BoxDataError(f"{list_path}: image list not found")
-            lines = [line.strip() for line in list_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            lines = read_lines(list_path, "image list", BoxDataError)
             if not lines:
                 raise BoxDataError(f"{list_path}: the image list names no image")
-            ids = []
-            for line in lines:
+
+            def image_id(line: str) -> int:
                 match = _TRAILING_NUMBER.search(line)
                 if match is None:
                     raise BoxDataError(f"{list_path}: {line!r} does not end in an image id and an extension")
-                image_id = int(match.group(1))
-                if image_id not in entries:
-                    raise BoxDataError(f"{list_path}: {line!r} (id {image_id}) has no entry in "
-                                       f"{self.annotations_path}")
-                ids.append(image_id)
-            chosen = sorted(set(ids))
+                return int(match.group(1))
+
+            listed = unique(lines, list_path, BoxDataError, key=image_id, noun="image id")
+            for found, (_, line) in listed.items():
+                if found not in entries:
+                    raise BoxDataError(f"{list_path}: {line!r} (id {found}) has no entry in {self.annotations_path}")
+            chosen = sorted(listed)
         else:
             chosen = sorted(entries)
-        if not chosen:
-            raise BoxDataError(f"{self.annotations_path}: lists no image")
         self.image_ids = chosen
         self._entries = {i: entries[i] for i in chosen}
         self.names = [str(self._entries[i]["file_name"]) for i in chosen]
@@ -174,22 +195,40 @@ class CocoBoxes:
         """The manifest's listing: image ids and names (`evaluate.datasets.manifest`)."""
         return {"image_ids": list(self.image_ids), "names": list(self.names)}
 
-    def _load(self) -> dict:
-        try:
-            with open(self.annotations_path, "rb") as handle:
-                data = json.load(handle)
-        except FileNotFoundError:
-            raise BoxDataError(f"{self.annotations_path}: annotation file not found") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise BoxDataError(f"{self.annotations_path}: not valid JSON ({exc})") from None
-        if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-            raise BoxDataError(f"{self.annotations_path}: not a COCO instances file (no 'images' list)")
-        return data
+    def _load(self) -> tuple[dict[int, dict], list[dict]]:
+        """(image id -> image entry, annotations) of the annotation file, its structure checked (module docstring):
+        where the data set is listed, and again where a scoring job reads its boxes."""
+        path = self.annotations_path
+        data = read_coco_json(path, BoxDataError)
+        images = image_entries(data, path, BoxDataError)
+        seen: dict[int, int] = {}
+        for index, ann in enumerate(data["annotations"]):
+            where = checked_entry(path, BoxDataError, "annotations", index, ann, ANNOTATION_KEYS, seen, "annotation")
+            if ann["image_id"] not in images:
+                raise BoxDataError(f"{path}: {where}: image_id {ann['image_id']!r} is not among the images")
+            bbox = ann["bbox"]
+            if not (isinstance(bbox, list) and len(bbox) == 4 and all(is_number(v) for v in bbox)):
+                raise BoxDataError(f"{path}: {where}: 'bbox' must be [x, y, width, height], got {bbox!r}")
+            if ann.get("iscrowd", 0) not in (0, 1) or isinstance(ann.get("iscrowd"), bool):
+                raise BoxDataError(f"{path}: {where}: 'iscrowd' must be 0 or 1, got {ann['iscrowd']!r}")
+        return images, data["annotations"]
+
+    def _checked_size(self, image_id: int, entry: dict) -> tuple[int, int]:
+        """(width, height) the file's `entry` declares for an image, once found to be its image file's (read from
+        its header)."""
+        path = self.image_path(image_id)
+        declared, real = (entry["width"], entry["height"]), _image_size(path)
+        if real != declared:
+            raise BoxDataError(f"{self.annotations_path}: image id {image_id} is declared {declared[0]} x "
+                               f"{declared[1]} (width x height), but {path} is {real[0]} x {real[1]} px")
+        return real
 
     def image_path(self, image_id: int) -> Path:
         return self.images_dir / str(self._entries[int(image_id)]["file_name"])
 
     def open_image(self, image_id: int):
+        """The image in RGB (`open_rgb`), once its size was found to be the one the file declares."""
+        self._checked_size(int(image_id), self._entries[int(image_id)])
         return open_rgb(self.image_path(image_id))
 
     @property
@@ -197,20 +236,19 @@ class CocoBoxes:
         return sha256_file(self.annotations_path)
 
     def boxes(self) -> dict[int, list[Box]]:
-        """The non-crowd instances' boxes per image id; reading the annotations is opening the labels."""
-        data = self._load()
+        """The non-crowd instances' boxes per image id, each checked against its image's real size (its declared
+        size must be it); reading the annotations is opening the labels."""
+        entries, annotations = self._load()
         out: dict[int, list[Box]] = {i: [] for i in self.image_ids}
-        for ann in data.get("annotations", []):
-            image_id = int(ann.get("image_id", -1))
+        sizes: dict[int, tuple[int, int]] = {}
+        for ann in annotations:
+            image_id = ann["image_id"]
             if image_id not in out or ann.get("iscrowd", 0):
                 continue
-            try:
-                x, y, w, h = (float(v) for v in ann["bbox"])
-            except (KeyError, TypeError, ValueError):
-                raise BoxDataError(f"{self.annotations_path}: annotation {ann.get('id')} has no bbox [x, y, w, h]") \
-                    from None
-            entry = self._entries[image_id]
+            x, y, w, h = (float(v) for v in ann["bbox"])
             box = (round(x), round(y), round(x + w), round(y + h))
-            out[image_id].append(_check_box(box, int(entry["width"]), int(entry["height"]),
-                                            f"{self.annotations_path} (annotation {ann.get('id')})"))
+            if image_id not in sizes:
+                sizes[image_id] = self._checked_size(image_id, entries[image_id])
+            width, height = sizes[image_id]
+            out[image_id].append(_check_box(box, width, height, f"{self.annotations_path} (annotation {ann['id']})"))
         return out

@@ -3,7 +3,8 @@
 The JSON is validated before pycocotools sees it, so a bad file fails with a `DatasetError` naming the file and
 the offending image / annotation / category id rather than a KeyError deep inside pycocotools:
 
-- not JSON, not an object, `images` missing or empty, an image without `id`/`file_name`/`height`/`width`;
+- its structure, as every COCO file's (`evaluate.datasets.cocofile`): not JSON, not an object, `images` missing or
+  empty, an image without `id`/`file_name`/`height`/`width`, duplicate ids (naming both entries);
 - an annotation without `id`/`image_id`/`category_id`/`segmentation`/`iscrowd`/`area`/`bbox`, for an unknown image
   or an unknown category, a polygon with fewer than 3 points (6 numbers) or an odd count, an RLE whose `size` is
   not the image's (height, width); duplicate ids.
@@ -21,7 +22,6 @@ import contextlib
 import io
 import json
 import logging
-import math
 import os
 import warnings
 from functools import cached_property
@@ -34,10 +34,10 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 
 from evaluate.datasets import DataSetError
+from evaluate.datasets.cocofile import checked_entry, image_entries, is_int, is_number, read_coco_json
 from evaluate.pixels.images import open_rgb
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 
-IMAGE_KEYS = ("id", "file_name", "height", "width")
 ANNOTATION_KEYS = ("id", "image_id", "category_id", "segmentation", "iscrowd", "area", "bbox")
 CATEGORY_KEYS = ("id", "name")
 
@@ -46,14 +46,6 @@ log = logging.getLogger("evaluate.datasets.coco")
 
 class DatasetError(DataSetError):
     """An annotation file or images folder that does not describe a usable COCO data set."""
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)) and math.isfinite(value)
 
 
 class CocoDataset:
@@ -68,7 +60,7 @@ class CocoDataset:
     def __init__(self, images_dir: str | os.PathLike, annotations_path: str | os.PathLike):
         self.images_dir = Path(images_dir)
         self.annotations_path = self.labels_path = Path(annotations_path)
-        data = self._read_json()
+        data = read_coco_json(self.annotations_path, DatasetError)
         self._validate(data)
         coco = COCO()
         coco.dataset = data
@@ -101,77 +93,32 @@ class CocoDataset:
     def _fail(self, what: str) -> DatasetError:
         return DatasetError(f"{self.annotations_path}: {what}")
 
-    def _read_json(self) -> dict:
-        path = self.annotations_path
-        if not path.is_file():
-            raise DatasetError(f"{path}: annotation file not found")
-        try:
-            with open(path, "rb") as handle:
-                data = json.load(handle)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise self._fail(f"not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise self._fail(
-                f"expected a JSON object with 'images', 'annotations', 'categories', got {type(data).__name__}"
-            )
-        return data
-
-    def _entry(self, section: str, index: int, entry: Any, required: tuple, seen: Any, noun: str,
+    def _entry(self, section: str, index: int, entry: Any, required: tuple, seen: dict[int, int], noun: str,
                name_id: bool = True) -> str:
-        """Checks every images/categories/annotations entry shares: an object with the `required` keys and an
-        integer id not in `seen`. Returns its name for further messages, e.g. "annotations[3] (id 17)"."""
-        named = name_id and isinstance(entry, dict) and "id" in entry
-        where = f"{section}[{index}]" + (f" (id {entry['id']})" if named else "")
-        if not isinstance(entry, dict):
-            raise self._fail(f"{where} is not an object")
-        missing = [k for k in required if k not in entry]
-        if missing:
-            raise self._fail(f"{where} lacks key(s) {', '.join(missing)}")
-        if not _is_int(entry["id"]):
-            raise self._fail(f"{where}: 'id' must be an integer, got {entry['id']!r}")
-        if entry["id"] in seen:
-            raise self._fail(f"{where}: duplicate {noun} id {entry['id']}")
-        return where
+        return checked_entry(self.annotations_path, DatasetError, section, index, entry, required, seen, noun, name_id)
 
     def _validate(self, data: dict) -> None:
-        if "images" not in data:
-            raise self._fail("missing key 'images'")
-        for key in ("images", "annotations", "categories"):
-            if key in data and not isinstance(data[key], list):
-                raise self._fail(f"'{key}' must be a list, got {type(data[key]).__name__}")
-        if not data["images"]:
-            raise self._fail("no images: 'images' is empty")
-        data.setdefault("annotations", [])
-        data.setdefault("categories", [])
-
-        sizes: dict[int, tuple[int, int]] = {}
-        for index, img in enumerate(data["images"]):
-            where = self._entry("images", index, img, IMAGE_KEYS, sizes, "image")
-            if not (_is_int(img["height"]) and _is_int(img["width"]) and img["height"] > 0 and img["width"] > 0):
-                raise self._fail(f"{where}: 'height' and 'width' must be positive integers")
-            if not isinstance(img["file_name"], str) or not img["file_name"]:
-                raise self._fail(f"{where}: 'file_name' must be a non-empty string")
-            sizes[img["id"]] = (img["height"], img["width"])
-
-        category_ids: set[int] = set()
+        """The file's structure (`evaluate.datasets.cocofile`; `read_coco_json` checked its three lists), then its
+        categories and annotations (module docstring)."""
+        sizes = {i: (e["height"], e["width"]) for i, e in image_entries(data, self.annotations_path,
+                                                                          DatasetError).items()}
+        category_ids: dict[int, int] = {}
         for index, cat in enumerate(data["categories"]):
             self._entry("categories", index, cat, CATEGORY_KEYS, category_ids, "category", name_id=False)
-            category_ids.add(cat["id"])
 
-        annotation_ids: set[int] = set()
+        annotation_ids: dict[int, int] = {}
         for index, ann in enumerate(data["annotations"]):
             where = self._entry("annotations", index, ann, ANNOTATION_KEYS, annotation_ids, "annotation")
-            annotation_ids.add(ann["id"])
             if ann["image_id"] not in sizes:
                 raise self._fail(f"{where}: image_id {ann['image_id']!r} is not among the images")
             if ann["category_id"] not in category_ids:
                 raise self._fail(f"{where}: category_id {ann['category_id']!r} is not among the categories")
             if ann["iscrowd"] not in (0, 1) or isinstance(ann["iscrowd"], bool):
                 raise self._fail(f"{where}: 'iscrowd' must be 0 or 1, got {ann['iscrowd']!r}")
-            if not _is_number(ann["area"]):
+            if not is_number(ann["area"]):
                 raise self._fail(f"{where}: 'area' must be a number, got {ann['area']!r}")
             bbox = ann["bbox"]
-            if not (isinstance(bbox, list) and len(bbox) == 4 and all(_is_number(v) for v in bbox)):
+            if not (isinstance(bbox, list) and len(bbox) == 4 and all(is_number(v) for v in bbox)):
                 raise self._fail(f"{where}: 'bbox' must be [x, y, width, height], got {bbox!r}")
             self._validate_segmentation(ann["segmentation"], sizes[ann["image_id"]], where)
 
@@ -180,7 +127,7 @@ class CocoDataset:
             if not segm:
                 raise self._fail(f"{where}: 'segmentation' is an empty list of polygons")
             for k, poly in enumerate(segm):
-                if not isinstance(poly, list) or not all(_is_number(v) for v in poly):
+                if not isinstance(poly, list) or not all(is_number(v) for v in poly):
                     raise self._fail(f"{where}: polygon {k} must be a flat list of numbers [x1, y1, x2, y2, ...]")
                 if len(poly) < 6:
                     raise self._fail(
@@ -198,7 +145,7 @@ class CocoDataset:
                 )
             counts = segm["counts"]
             if isinstance(counts, list):
-                if not all(_is_int(c) and c >= 0 for c in counts):
+                if not all(is_int(c) and c >= 0 for c in counts):
                     raise self._fail(f"{where}: RLE counts must be non-negative integers")
                 if sum(counts) != size[0] * size[1]:
                     raise self._fail(

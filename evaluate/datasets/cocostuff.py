@@ -98,7 +98,7 @@ class CocoStuffSet(SemanticSet):
             if not folder.is_dir():
                 raise SemanticDataError(f"{folder}: COCO-Stuff {what} folder not found")
         names = read_list(list_file, "curated image list")
-        ids, names = ids_for(sorted(set(names)), list_file)
+        ids, names = ids_for(sorted(names), list_file)
         image_files, label_files = set(os.listdir(images_dir)), set(os.listdir(labels_dir))
         images_by_id, labels_by_id = {}, {}
         for image_id, name in zip(ids, names):

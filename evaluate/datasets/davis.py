@@ -4,11 +4,13 @@
     <root>/Annotations/<resolution>/<sequence>/<frame>.png    masks, each named after its frame
     <root>/ImageSets/2017/val.txt                             optional: the sequences, one a line
 
-The sequences are the folders of `JPEGImages/<resolution>/`, or the lines of a list file. What a mask PNG holds goes
-by its MODE, never by its values (`read_mask`): grayscale (L or 1-bit; DAVIS-2016, 0 and 255) is one object, every
-non-zero pixel object 1; palette (P; DAVIS-2017) holds object ids 0..K, and in the ground truth 255 is void, read as
-background. The objects of a sequence are ids 1..M, M the highest id of its first frame's mask (an id missing below
-M is an object with an empty mask); an id above M in a later mask is background, counted (`TruthMask.n_extra`).
+The sequences are the folders of `JPEGImages/<resolution>/`, or the lines of a list file (read as every list file is,
+`evaluate.datasets.lists`: a byte-order mark accepted, not UTF-8 or a sequence listed twice refused). What a mask
+PNG holds goes by its MODE, never by its values (`read_mask`): grayscale (L or 1-bit; DAVIS-2016, 0 and 255) is one
+object, every non-zero pixel object 1; palette (P; DAVIS-2017) holds object ids 0..K, and in the ground truth 255 is
+void, read as background. The objects of a sequence are ids 1..M, M the highest id of its first frame's mask (an id
+missing below M is an object with an empty mask); an id above M in a later mask is background, counted
+(`TruthMask.n_extra`).
 
 Listing a data set opens no label: `DavisDataset` checks the layout from folder listings alone, one line naming the
 file for a listed sequence without a folder, a sequence without frames, a missing first-frame mask or a mask without
@@ -32,9 +34,10 @@ import numpy as np
 from PIL import Image
 
 from evaluate.datasets import DataSetError
+from evaluate.datasets.lists import read_lines, unique
 from evaluate.plumbing.atomic import atomic_path
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.pixels.images import opened_image
+from evaluate.pixels.images import header_size, opened_image
 
 RESOLUTION = "480p"  # DAVIS's folder of 480-pixel frames; "Full-Resolution" is the other one DAVIS ships
 FRAME_SUFFIXES = (".jpg", ".jpeg")
@@ -43,7 +46,6 @@ VOID = 255  # DAVIS-2017's void label in a palette ground-truth mask
 GRAYSCALE_MODES = ("L", "1")
 PALETTE_MODE = "P"
 LABEL_PARTS = ("first", "rest")
-_ORIENTATION = 0x0112  # EXIF tag; values 5..8 swap width and height
 
 
 class VideoDatasetError(DataSetError):
@@ -93,10 +95,7 @@ def _frames_in(folder: Path) -> list[Path]:
 
 def frame_size(path: str | os.PathLike) -> tuple[int, int]:
     """(width, height) of a frame after its EXIF orientation, from the file's header (no decoding)."""
-    with opened_image(path, "frame", VideoDatasetError) as img:
-        width, height = img.size
-        orientation = img.getexif().get(_ORIENTATION, 1)
-    return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+    return header_size(path, "frame", VideoDatasetError)
 
 
 def read_mask(path: str | os.PathLike, *, result: bool = False) -> np.ndarray:
@@ -228,19 +227,17 @@ class DavisDataset:
         return path
 
     def _listed(self) -> list[str]:
-        lines = [line.strip() for line in self.sequences_file.read_text(encoding="utf-8").splitlines()]
-        names = [line for line in lines if line]
-        if not names:
+        """The list file's sequences, in its order (`evaluate.datasets.lists`: UTF-8, a byte-order mark accepted, a
+        name listed twice refused naming both lines), each a folder of `JPEGImages/<resolution>/`."""
+        listed = unique(read_lines(self.sequences_file, "sequence list", VideoDatasetError), self.sequences_file,
+                        VideoDatasetError)
+        if not listed:
             raise VideoDatasetError(f"{self.sequences_file}: the sequence list is empty")
-        seen = set()
-        for name in names:
-            if name in seen:
-                raise VideoDatasetError(f"{self.sequences_file}: sequence {name!r} is listed twice")
-            seen.add(name)
+        for name, (number, _) in listed.items():
             if "/" in name or name in (".", "..") or not (self.frames_dir / name).is_dir():
-                raise VideoDatasetError(f"{self.sequences_file}: listed sequence {name!r} does not exist "
-                                        f"(no folder {self.frames_dir / name})")
-        return names
+                raise VideoDatasetError(f"{self.sequences_file}: line {number}: listed sequence {name!r} does not "
+                                        f"exist (no folder {self.frames_dir / name})")
+        return list(listed)
 
     def _read_sequence(self, name: str) -> VideoSequence:
         frames = _frames_in(self.frames_dir / name)

@@ -70,7 +70,7 @@ def kind_of(section: str, name: str | None) -> Kind:
     if name is None and len(kinds) == 1:
         return next(iter(kinds.values()))
     if name not in kinds:
-        raise ConfigError(f"config.yaml: {section}: kind {name!r} is not one of {', '.join(kinds)}")
+        raise ConfigError(f"{section}: kind {name!r} is not one of {', '.join(kinds)}")
     return kinds[name]
 
 

@@ -42,7 +42,7 @@ def read_class_names(path: Path) -> tuple[str, ...]:
     if not path.is_file():
         raise SemanticDataError(f"{path}: classes file not found (a text file, line i naming label value i)")
     try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+        lines = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines()]
     except UnicodeDecodeError as exc:
         raise SemanticDataError(f"{path}: classes file is not UTF-8 text ({exc})") from None
     while lines and not lines[-1]:

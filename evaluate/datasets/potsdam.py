@@ -92,7 +92,7 @@ class PotsdamSet(SemanticSet):
         bad = [name for name in names if not name.isdigit()]
         if bad:
             raise SemanticDataError(f"{list_file}: {bad[0]!r} is not a tile id (IIC's tiles are numbered)")
-        ids, names = ids_for(sorted(set(names)), list_file)
+        ids, names = ids_for(sorted(names), list_file)
         images_dir, labels_dir = root / "imgs", root / "gt"
         for folder in (images_dir, labels_dir):
             if not folder.is_dir():

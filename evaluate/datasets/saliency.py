@@ -12,8 +12,9 @@ and files of other suffixes, are not part of a set.
 Listing a set opens no file: `open_saliency_set` checks the pairing from folder listings alone (an image without a
 mask, a mask without an image, two images of one name: one line naming the file). Files are decoded where a job
 reads them: `read_image` (the photo in RGB, as stored: no EXIF orientation, as the authors' `Image.open(...)
-.convert('RGB')`), `read_truth` (the mask, its size checked against the image's); an unreadable file or a size
-mismatch is one line naming the file.
+.convert('RGB')`), `read_truth` (the mask, its size checked against the image's header); an unreadable file, a
+file over the pixel limit (`evaluate.pixels.images.MAX_PIXELS`), a size mismatch, or a reading's image smaller
+than one patch (`SaliencySet.open_image`) is one line naming the file.
 
 Label identity (for the ledger's openings): `SaliencySet.annotations_sha256`, the sha256 of the canonical JSON of
 the sorted [mask file name, sha256 of the file] pairs.
@@ -29,8 +30,8 @@ import numpy as np
 from PIL import Image
 
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.pixels.images import opened_image, to_rgb
 from evaluate.datasets import DataSetError, files_by_stem
+from evaluate.pixels.images import check_min_side, header_size, opened_image, to_rgb
 
 SET_LAYOUTS = {  # the set's name -> (images folder, masks folder) under its root, as each download unpacks
     "ecssd": ("images", "ground_truth_mask"),
@@ -93,8 +94,11 @@ class SaliencySet:
         return self.pairs[int(image_id)].image
 
     def open_image(self, image_id: int) -> Image.Image:
-        """Image `image_id` in RGB as stored (`read_image`)."""
-        return read_image(self.pairs[int(image_id)])
+        """Image `image_id` in RGB as stored (`read_image`), refused naming the file where it is smaller than one
+        patch on a side (`evaluate.pixels.images.check_min_side`), as every reading's image is."""
+        image = read_image(self.pairs[int(image_id)])
+        check_min_side(self.pairs[int(image_id)].image, image.size, SaliencyDataError)
+        return image
 
     def listing(self) -> dict:
         """The manifest's listing: ids, names and the two folders (`evaluate.datasets.manifest`)."""
@@ -161,8 +165,7 @@ def _decoded(path: Path, what: str) -> Image.Image:
 
 def image_size(path: str | os.PathLike) -> tuple[int, int]:
     """(width, height) of an image file as stored, from its header (no decoding)."""
-    with opened_image(path, "image", SaliencyDataError) as img:
-        return img.size
+    return header_size(path, "image", SaliencyDataError, oriented=False)
 
 
 def read_image(pair: SaliencyPair) -> Image.Image:

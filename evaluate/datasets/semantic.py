@@ -34,6 +34,7 @@ import numpy as np
 from PIL import Image
 
 from evaluate.datasets import DataSetError, files_by_stem
+from evaluate.datasets.lists import read_lines, unique
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 from evaluate.pixels.images import opened_image, to_rgb
 
@@ -53,14 +54,11 @@ def listed_files(folder: Path, suffixes: tuple[str, ...], what: str) -> dict[str
 
 
 def read_list(path: Path, what: str) -> list[str]:
-    """The non-empty lines of a list file, stripped; a missing or empty list is refused."""
+    """The names of a list file in its order (`evaluate.datasets.lists`: UTF-8 with or without a byte-order mark,
+    blank lines skipped); a missing or empty list, or a name listed twice (both lines named), is refused."""
     if not path.is_file():
         raise SemanticDataError(f"{path}: {what} not found")
-    try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    except UnicodeDecodeError as exc:
-        raise SemanticDataError(f"{path}: {what} is not UTF-8 text ({exc})") from None
-    names = [line for line in lines if line]
+    names = list(unique(read_lines(path, what, SemanticDataError), path, SemanticDataError))
     if not names:
         raise SemanticDataError(f"{path}: the {what} names no image")
     return names

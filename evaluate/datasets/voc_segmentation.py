@@ -34,6 +34,7 @@ from PIL import Image
 
 from evaluate.datasets import DataSetError
 from evaluate.datasets.davis import PALETTE
+from evaluate.datasets.lists import read_lines, unique
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 from evaluate.pixels.images import open_rgb, opened_image
 
@@ -111,14 +112,10 @@ class VocSegmentation:
             raise SegmentationDataError(
                 f"{split_file}: split file not found (a VOC year folder holds ImageSets/Segmentation/{self.split}.txt, "
                 f"JPEGImages/, {OBJECTS}/ and {CLASS_MAPS}/)")
-        listed = [line.split()[0] for line in split_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines = read_lines(split_file, "split file", SegmentationDataError)
+        listed = list(unique(lines, split_file, SegmentationDataError, key=lambda line: line.split()[0]))
         if not listed:
             raise SegmentationDataError(f"{split_file}: the split file lists no image")
-        seen: set[str] = set()
-        for name in listed:
-            if name in seen:
-                raise SegmentationDataError(f"{split_file}: {name} is listed twice")
-            seen.add(name)
         self.split_file = split_file
         self.names = sorted(listed)
         self.image_ids = list(range(1, len(self.names) + 1))

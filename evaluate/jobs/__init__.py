@@ -8,7 +8,9 @@ docs/design.md §8), then makes that one call. `workflow/scripts/run_job.py` is 
 its job function in `params.job`. Each rule's code hash is computed from the imports of its job function
 (`evaluate.plumbing.provenance.job_code_hash`).
 
-`run_job`: the job's progress goes to its log file; an `EvaluationError` (bad checkpoint, corrupt image, broken
+`run_job`: the job's torch and BLAS threads are its rule's `threads` (`torch_threads`,
+`evaluate.plumbing.threads.blas_threads`: two one-thread jobs no longer contend for every core); its progress goes
+to its log file; an `EvaluationError` (bad checkpoint, corrupt image, broken
 annotation, exhausted budget...) ends the job with its one-line message on the console and in the log, with no
 traceback to dig through; any other exception is a bug and keeps its full traceback.
 """
@@ -24,6 +26,7 @@ import time
 from typing import Any, Callable
 
 from evaluate import EvaluationError
+from evaluate.plumbing.threads import blas_threads
 
 
 class _ThreadsOnImport(importlib.abc.MetaPathFinder):
@@ -75,6 +78,7 @@ def run_job(smk: Any, job: Callable[[Any], None]) -> None:
     # matplotlib's font cache stays inside the working directory (read-only HOME on cluster nodes is fine)
     os.environ.setdefault("MPLCONFIGDIR", os.path.abspath(os.path.join(".snakemake", "matplotlib")))
     torch_threads(max(1, int(smk.threads)))
+    blas_threads(max(1, int(smk.threads)))
     started = time.time()
     try:
         job(smk)

@@ -72,6 +72,7 @@ import numpy as np
 from evaluate import EvaluationError
 from evaluate.networks import ArchitectureError, describe_keys, dinov3_forms, hf_forms
 from evaluate.networks import registry as architectures
+from evaluate.networks.containers import container_of, verify_torch_zip
 from evaluate.networks.forms import unchunked
 from evaluate.networks.registry import Identified
 from evaluate.plumbing.provenance import sha256_file
@@ -230,15 +231,6 @@ def _safe_global_names() -> list[str]:
     return names
 
 
-def _looks_like_safetensors(path: Path) -> bool:
-    """safetensors: 8-byte little-endian header length, then a JSON header starting with '{'."""
-    with open(path, "rb") as handle:
-        head = handle.read(9)
-    if len(head) < 9 or head[8:9] != b"{":
-        return False
-    return int.from_bytes(head[:8], "little") <= os.path.getsize(path) - 8
-
-
 def _refuse_distributed_checkpoint(path: Path) -> None:
     """CheckpointError for a torch distributed checkpoint (a folder holding `.metadata` and `*.distcp` shards, or
     one of its parts): torch reads `.metadata` with plain pickle, which section 2 forbids; nothing is opened."""
@@ -258,11 +250,13 @@ def _refuse_distributed_checkpoint(path: Path) -> None:
 def read_checkpoint_file(path: str | os.PathLike) -> dict[str, Any]:
     """The checkpoint's top-level dict, read without running any code it may carry.
 
-    Pickled files (zip or legacy `torch.save`) go through `torch.load(weights_only=True)` with `SAFE_GLOBALS`;
-    safetensors files (recognised by their header, whatever their name) are read as tensors and a flattened training
-    checkpoint is nested back (see the module docstring). Raises CheckpointError naming the file when it is missing,
-    a folder (a distributed checkpoint's too), empty, truncated, not a checkpoint, needs a refused global, or holds
-    something other than a dict.
+    What the file is goes by its first bytes (`evaluate.networks.containers`): a file of another kind is refused
+    naming what it is. Pickled files (zip or legacy `torch.save`) go through `torch.load(weights_only=True)` with
+    `SAFE_GLOBALS`, a zip archive once every member passed its CRC-32 check; safetensors files (recognised by their
+    header, whatever their name) are read as tensors and a flattened training checkpoint is nested back (see the
+    module docstring). Raises CheckpointError naming the file when it is missing, a folder (a distributed
+    checkpoint's too), empty, truncated, corrupt, not a checkpoint, needs a refused global, or holds something other
+    than a dict.
     """
     path = Path(path)
     if not path.exists():
@@ -272,9 +266,12 @@ def read_checkpoint_file(path: str | os.PathLike) -> dict[str, Any]:
         raise CheckpointError(f"{path}: is a folder, not a checkpoint file")
     if path.stat().st_size == 0:
         raise CheckpointError(f"{path}: checkpoint file is empty (0 bytes)")
-    if path.suffix == SAFETENSORS_SUFFIX or _looks_like_safetensors(path):
+    container = "safetensors" if path.suffix == SAFETENSORS_SUFFIX else container_of(path, CheckpointError)
+    if container == "safetensors":
         state = _read_safetensors(path)
     else:
+        if container == "torch-zip":
+            verify_torch_zip(path, CheckpointError)
         state = _read_torch(path)
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: holds a {type(state).__name__}, not a dict of weights")

@@ -81,10 +81,12 @@ def classifier_head(dim: int, gen: torch.Generator) -> dict[str, Tensor]:
 def _vit_released(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The released form in our layout: iBOT's masked_embed and DINOv2's mask_token out (unused by the forward);
     where the file has a class token but its table no class row (DeiT III's 196 rows, timm's DINOv2 with the class
-    row folded into `cls_token`), a zero class row is put in, so the class token's input is unchanged."""
+    row folded into `cls_token`: g^2 rows), a zero class row is put in, so the class token's input is unchanged. A
+    table of neither 1 + g^2 nor g^2 rows is left as the file holds it, for the strict check to report its rows."""
     taken, dropped = _drop(state, lambda key: key in UNUSED_EXTRAS)
     pos = taken.get("pos_embed")
-    if ("cls_token" in taken and is_tensor(pos) and pos.ndim == 3 and not _is_class_row_table(pos.shape[1])):
+    if ("cls_token" in taken and is_tensor(pos) and pos.ndim == 3 and not _is_class_row_table(pos.shape[1])
+            and round(pos.shape[1] ** 0.5) ** 2 == pos.shape[1]):
         import torch
 
         taken["pos_embed"] = torch.cat([torch.zeros_like(pos[:, :1]), pos], dim=1)

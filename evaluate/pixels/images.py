@@ -4,6 +4,9 @@
   CMYK, palette with or without transparency, RGBA (alpha dropped), 16-bit grayscale scaled to 8 bits by `>> 8`,
   since PIL's own conversion clips values above 255 to white). The whole file is decoded at once, so a truncated or
   corrupt file fails here, with an `ImageError` naming the file, rather than later in a batch.
+- Every opening here (`open_rgb`, `opened_image`, `header_size`) refuses, from the header and before decoding, an
+  image of more than `MAX_PIXELS` pixels (PIL's decompression-bomb limit, enforced as a refusal: docs/design.md §3),
+  and `check_min_side` an image smaller than one patch; each in one line naming the file.
 - `keys480_input(img)`: the whole image resized to 480 x 480 (aspect not kept, as MaskCut does; PIL LANCZOS),
   ImageNet-normalised: (3, 480, 480) float32 -> 30 x 30 = 900 patches.
 - `tokens224_input(img)`: short side resized to 224 (PIL BICUBIC, long side truncated to an integer), centre
@@ -17,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import struct
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +39,10 @@ if TYPE_CHECKING:  # torch is imported where a tensor is made: a job that only l
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 MIN_SIDE = PATCH  # one patch: a smaller image holds no information at the backbone's resolution
+# PIL's own decompression-bomb limit (Image.MAX_IMAGE_PIXELS as Pillow ships it: a quarter GiB of RGBA), refused at
+# the limit where PIL would only warn below twice it (docs/design.md §3)
+MAX_PIXELS = 1024 * 1024 * 1024 // 4 // 3
+EXIF_ORIENTATION = 0x0112  # EXIF tag; values 5..8 swap width and height
 
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 
@@ -74,13 +83,47 @@ def to_rgb(img: Image.Image) -> Image.Image:
 BROKEN = (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError, struct.error)
 
 
+def _too_many_pixels(path: Path, what: str, pixels: int, size: tuple[int, int] | None) -> str:
+    shown = f" ({size[0]} x {size[1]} px)" if size else ""
+    return (f"{path}: the {what} has {pixels:,} pixels{shown}, more than the {MAX_PIXELS:,} an image may have "
+            "(PIL's decompression-bomb limit); refused before decoding it")
+
+
+def _open_within_limit(path: Path, what: str, error: type[Exception]) -> Image.Image:
+    """`Image.open(path)` (the header read, nothing decoded), refused as `error` naming the file when it declares
+    more than MAX_PIXELS pixels: PIL's own refusal (above twice its limit) and the band where it only warns alike."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(path)
+    except Image.DecompressionBombError as exc:  # PIL's message holds the count, not the sides
+        found = re.search(r"\((\d+) pixels\)", str(exc))
+        raise error(_too_many_pixels(path, what, int(found.group(1)), None) if found else
+                    f"{path}: refused as a possible decompression bomb: {exc}") from None
+    width, height = img.size
+    if width * height > MAX_PIXELS:
+        img.close()
+        raise error(_too_many_pixels(path, what, width * height, (width, height)))
+    return img
+
+
+def check_min_side(path: str | os.PathLike, size: tuple[int, int], error: type[Exception]) -> None:
+    """Refuse, as `error` naming the file, an image of `size` (width, height) smaller than one patch on a side."""
+    width, height = size
+    if width < MIN_SIDE or height < MIN_SIDE:
+        raise error(
+            f"{path}: image is {width} x {height} px; at least {MIN_SIDE} px on each side is needed (one patch)"
+        )
+
+
 @contextlib.contextmanager
 def opened_image(path: str | os.PathLike, what: str, error: type[Exception]) -> Iterator[Image.Image]:
     """PIL's image of a file (an image, frame or mask: `what`); a missing, unidentifiable or corrupt file, met on
-    opening or while the caller reads it, is one line naming it, raised as `error` (the data set's own class)."""
+    opening or while the caller reads it, or one over the pixel limit (`MAX_PIXELS`), is one line naming it, raised
+    as `error` (the data set's own class)."""
     path = Path(path)
     try:
-        with Image.open(path) as img:
+        with _open_within_limit(path, what, error) as img:
             yield img
     except FileNotFoundError:
         raise error(f"{path}: {what} not found") from None
@@ -90,21 +133,29 @@ def opened_image(path: str | os.PathLike, what: str, error: type[Exception]) -> 
         raise error(f"{path}: corrupt {what}, cannot be read: {exc}") from None
 
 
+def header_size(path: str | os.PathLike, what: str, error: type[Exception], *,
+                oriented: bool = True) -> tuple[int, int]:
+    """(width, height) of an image file from its header, no pixel decoded: after its EXIF orientation (`oriented`,
+    the size `open_rgb` gives) or as stored. Errors as `opened_image`'s."""
+    with opened_image(path, what, error) as img:
+        width, height = img.size
+        orientation = img.getexif().get(EXIF_ORIENTATION, 1) if oriented else 1
+    return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+
+
 def open_rgb(path: str | os.PathLike) -> Image.Image:
     """Open an image file as an RGB PIL image, EXIF orientation applied, fully decoded.
 
     Raises ImageError naming the file for: a missing file, a file that is not an image, a corrupt or truncated
-    image, an image smaller than 16 px on a side.
+    image, an image of more than MAX_PIXELS pixels (refused before decoding), an image smaller than 16 px on a side.
     """
     path = Path(path)
     if not path.is_file():
         raise ImageError(f"{path}: image file not found")
     try:
-        img = Image.open(path)
+        img = _open_within_limit(path, "image", ImageError)
     except UnidentifiedImageError:
         raise ImageError(f"{path}: not an image (PIL cannot identify its format)") from None
-    except Image.DecompressionBombError as exc:
-        raise ImageError(f"{path}: refused as a possible decompression bomb: {exc}") from None
     except OSError as exc:
         raise ImageError(f"{path}: corrupt or truncated image, cannot be read: {exc}") from None
     try:
@@ -116,11 +167,7 @@ def open_rgb(path: str | os.PathLike) -> Image.Image:
     except BROKEN as exc:
         # a broken stream, or broken EXIF metadata met by exif_transpose
         raise ImageError(f"{path}: corrupt or truncated image ({img.format or 'unknown format'}): {exc}") from None
-    width, height = rgb.size
-    if width < MIN_SIDE or height < MIN_SIDE:
-        raise ImageError(
-            f"{path}: image is {width} x {height} px; at least {MIN_SIDE} px on each side is needed (one patch)"
-        )
+    check_min_side(path, rgb.size, ImageError)
     return rgb
 
 

@@ -3,6 +3,8 @@ glob patterns, data-set roles; and what a job reads of the config when it runs (
 imports nothing of the project's but its errors), so a job that unpickles a `RunTime` does not carry the whole
 experiment in its code hash.
 
+- A ConfigError raised here names the config key, not the file: `evaluate.experiment` puts the name of the
+  experiment file actually read in front (`in_file`), as it alone knows it.
 - Names of checkpoints and data sets become folder names under `results/`; they must match `[A-Za-z0-9._-]+` and
   may not be `.` or `..`.
 - A data set is an entry of a config section (`DataSet`): where it lives (its kind's fields), its roles, its seal and
@@ -30,7 +32,7 @@ def check_name(name: str, where: str) -> str:
     """`name` if it is safe as a single path component, else a ConfigError naming `where`."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name in (".", ".."):
         raise ConfigError(
-            f"config.yaml: {where} name {name!r} is not allowed: names become folders under results/, "
+            f"{where} name {name!r} is not allowed: names become folders under results/, "
             "so use only letters, digits, '.', '_' and '-' (and not '.' or '..')"
         )
     return name
@@ -117,7 +119,7 @@ class RunTime:
 def _pattern_regex(pattern: str) -> tuple[str, re.Pattern]:
     """A glob and a regex for a pattern with `{run}` and `{epoch}` fields."""
     if "{run}" not in pattern or "{epoch}" not in pattern:
-        raise ConfigError(f"config.yaml: checkpoint_globs pattern {pattern!r} must contain both {{run}} and {{epoch}}")
+        raise ConfigError(f"checkpoint_globs pattern {pattern!r} must contain both {{run}} and {{epoch}}")
     glob_form = pattern.replace("{run}", "*").replace("{epoch}", "*")
     parts = re.split(r"(\{run\}|\{epoch\})", pattern)
     regex = ""
@@ -169,7 +171,7 @@ def checkpoint_table(config: dict[str, Any]) -> dict[str, Checkpoint]:
                 continue
             if ckpt.name in table:
                 raise ConfigError(
-                    f"config.yaml: checkpoint name {ckpt.name!r} from pattern {spec['pattern']!r} "
+                    f"checkpoint name {ckpt.name!r} from pattern {spec['pattern']!r} "
                     f"({ckpt.path}) clashes with another checkpoint of that name; give the pattern a 'prefix'"
                 )
             table[ckpt.name] = ckpt
@@ -181,5 +183,5 @@ def seal_of(entry: dict[str, Any], where: str) -> tuple[bool, int | None]:
     sealed = bool(entry["sealed"])
     budget = entry.get("budget")
     if sealed and budget is None:
-        raise ConfigError(f"config.yaml: {where} is sealed but has no 'budget' (how often its labels may be opened)")
+        raise ConfigError(f"{where} is sealed but has no 'budget' (how often its labels may be opened)")
     return sealed, None if budget is None else int(budget)

@@ -10,9 +10,11 @@ from evaluate.check import refuse_over_budget_now
 from evaluate.experiment import Experiment, check_config_names
 from evaluate.plumbing.provenance import job_code_hash, module_code_hash
 
-check_config_names(config)
+# The experiment file(s) read: the --configfile given, or config.yaml (the Snakefile's rule); config errors name it.
+CONFIG_FILE = " + ".join(str(path) for path in workflow.configfiles) or "config.yaml"
+check_config_names(config, CONFIG_FILE)
 validate(config, schema="../schemas/config.schema.yaml")  # fills in every default the schema states
-EXP = Experiment(config)
+EXP = Experiment(config, source=CONFIG_FILE)
 EXP.check_probe_categories()
 # A sealed data set whose spent and needed openings exceed its budget is refused here, before any job (evaluate.costs
 # counts them); a job an executor plugin submits re-reads this file mid-run, where the main process already checked.

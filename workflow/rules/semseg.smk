@@ -4,12 +4,6 @@
 # set that opens the labels once, matches the clusters to the classes and writes a ledger record.
 SEMSEG = in_section("semseg")
 RECORDS.extend(expand(paths.SEMSEG_RECORD, checkpoint=CHECKPOINTS, dataset=SEMSEG))
-for _name in SEMSEG:
-    if config["semseg"][_name].get("fit_on") not in (None, *SEMSEG):
-        raise ConfigError(
-            f"config.yaml: semseg.{_name}.fit_on: {config['semseg'][_name]['fit_on']!r} is not a semseg data set "
-            f"(one of {', '.join(SEMSEG)})"
-        )
 
 
 rule extract_tokens320:
