@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sources import REPO
+
 from evaluate.ledger import LedgerError
 from evaluate.ledger.records import read_records, record_path, write_record
 from evaluate.outputs.table_model import (
@@ -323,3 +325,25 @@ def test_the_network_column_and_caption_say_each_checkpoints_patch_width_registe
     _with_networks(ledger, {name: {**seed, "form": "released"} for name in ("dino-ep0010", "dino-ep0020", "ref")})
     build_tables(ledger, tmp_path / "released", compare_to="dino-ep0010", resamples=50, seed=0)
     assert "Network form: released" in _first_line(tmp_path / "released" / "checkpoints_val.md")
+
+
+def test_published_numbers_of_other_protocols_stand_in_a_table_of_their_own_as_their_source_prints_them():
+    """The rows of benchmarks.yaml that name a protocol, for the architectures scored, read here with yaml: one row
+    each, in the file's order, the value as written there (0.403, not 0.4); none for architectures without any."""
+    import yaml
+
+    from evaluate.outputs.tables import protocol_table
+
+    shipped = yaml.safe_load((REPO / "evaluate" / "datasets" / "benchmarks.yaml").read_text(encoding="utf-8"))
+    expected = [row for row in shipped["rows"] if row.get("protocol") and row["architecture"] == "dinov3-s16"]
+    assert len(expected) == 5
+    records = [{"architecture": "dinov3-s16"}, {"architecture": "vit-s16-no-such-rows"}]
+    (table,) = protocol_table(records)
+    assert table.stem == "published-protocols" and len(table.rows) == len(expected)
+    for cells, row in zip(table.rows, expected):
+        (value,) = row["values"].values()
+        assert cells[0].text == row["method"] and cells[1].text == "dinov3-s16" and cells[4].text == row["protocol"]
+        assert cells[-1].text == str(value) and cells[-1].value is None
+    assert "| 0.403 |" in to_markdown(table)
+    assert not bold_cells(table)
+    assert protocol_table([{"architecture": "xcit-s12-16"}]) == []
