@@ -208,11 +208,11 @@ def test_demo_checkpoint_bad_architecture(tmp_path):
         make_demo_checkpoint(tmp_path / "x.pth", "backbone", 0, architecture="cait-s24")
 
 
-def test_shipped_config_has_a_demo_checkpoint_of_every_seed_architecture_and_a_dinov2_with_registers():
+def test_shipped_config_has_a_demo_checkpoint_of_every_seed_architecture_a_dinov2_with_registers_and_a_dinov3():
     import yaml
 
     from evaluate.networks.registry import SEED_ARCHITECTURES
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
     demos = [entry["demo"] for entry in config["checkpoints"].values() if "demo" in entry]
-    assert {demo.get("architecture", "vit-s16") for demo in demos} == {*SEED_ARCHITECTURES, "dinov2-s14-reg4"}
+    assert {demo.get("architecture", "vit-s16") for demo in demos} == {*SEED_ARCHITECTURES, "dinov2-s14-reg4", "dinov3-s16"}
