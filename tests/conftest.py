@@ -55,6 +55,14 @@ def coco_mini() -> Path:
     return COCO_MINI
 
 
+@pytest.fixture(scope="session")
+def two_photos(coco_mini) -> list:
+    """The first two real coco2017-mini photos by file name, RGB PIL images (the network parity tests' inputs)."""
+    from evaluate.pixels.images import open_rgb
+
+    return [open_rgb(path) for path in sorted((coco_mini / "images").glob("*.jpg"))[:2]]
+
+
 @pytest.fixture()
 def shipped_config() -> dict:
     """The repository's config.yaml as shipped (`sources.shipped_config`), fresh for each test."""

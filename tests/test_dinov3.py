@@ -21,13 +21,12 @@ import safetensors.torch
 import torch
 import torch.nn.functional as F
 from PIL import Image
-from sources import COCO_MINI
 
 from evaluate.demo.checkpoints import demo_network, make_demo_checkpoint
 from evaluate.networks.checkpoints import CheckpointError, convert_checkpoint, detect_format, load_backbone
 from evaluate.networks.dinov3 import RotaryPositions, rotary_angles, rotate
 from evaluate.networks.registry import DINOV3, REGISTRY
-from evaluate.pixels.images import normalise, open_rgb
+from evaluate.pixels.images import normalise
 
 # DESIGN 14's table: name -> (D, FFN, hidden, depth of the release, parameters of the module, of the backbone form)
 MEMBERS = {
@@ -395,15 +394,6 @@ def relative(got: torch.Tensor, want: torch.Tensor) -> float:
 
 
 @pytest.fixture(scope="module")
-def photos():
-    """Two real COCO photos (sorted names), or a skip saying why."""
-    images = sorted((COCO_MINI / "images").glob("*.jpg")) if (COCO_MINI / "images").is_dir() else []
-    if len(images) < 2:
-        pytest.skip(f"real data absent: {COCO_MINI / 'images'} with two photos not found")
-    return [open_rgb(path) for path in images[:2]]
-
-
-@pytest.fixture(scope="module")
 def networks(tmp_path_factory):
     """network(name, form) -> (hub state dict, loaded model): an S or S+ hub file of a working float32 network
     (real size, 12 blocks), loaded in `form`; each written and loaded once."""
@@ -434,10 +424,10 @@ GRIDS = {"tokens224": (14, 14), "portrait": (10, 6), "landscape": (6, 11), "keys
     ("dinov3-s16", "tokens224"), ("dinov3-s16", "landscape"), ("dinov3-s16plus", "tokens224"),
     ("dinov3-s16plus", "portrait"), pytest.param("dinov3-s16", "keys480", marks=pytest.mark.slow),
 ])
-def test_keys_and_tokens_equal_designs_forward_on_real_photos(networks, photos, name, grid, form):
+def test_keys_and_tokens_equal_designs_forward_on_real_photos(networks, two_photos, name, grid, form):
     hub, model = networks(name, form)
     gh, gw = GRIDS[grid]
-    x = torch.stack([normalise(img.resize((16 * gw, 16 * gh), Image.BICUBIC)) for img in photos])
+    x = torch.stack([normalise(img.resize((16 * gw, 16 * gh), Image.BICUBIC)) for img in two_photos])
     with torch.no_grad():
         got = {"keys": model.last_keys(x), "tokens": model.tokens(x)}
     want = dict(zip(("keys", "tokens"), reference_forward(hub, x, form), strict=True))

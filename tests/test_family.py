@@ -18,7 +18,6 @@ import pytest
 import safetensors.torch
 import torch
 import torch.nn.functional as F
-from sources import COCO_MINI
 
 from evaluate.networks import vit
 from evaluate.networks.checkpoints import (
@@ -29,7 +28,7 @@ from evaluate.networks.checkpoints import (
     unflatten_training_groups,
 )
 from evaluate.networks.registry import FAMILY, REGISTRY, SEED_ARCHITECTURES
-from evaluate.pixels.images import keys480_input, open_rgb, tokens224_input
+from evaluate.pixels.images import keys480_input, tokens224_input
 
 # docs/design.md §11's table: name -> (width D, patch p, depth, registers R, DINOv2)
 MEMBERS = {
@@ -391,15 +390,6 @@ def relative(got: torch.Tensor, want: torch.Tensor) -> float:
 
 
 @pytest.fixture(scope="module")
-def photos():
-    """Two real COCO photos (sorted names), or a skip saying why."""
-    images = sorted((COCO_MINI / "images").glob("*.jpg")) if (COCO_MINI / "images").is_dir() else []
-    if len(images) < 2:
-        pytest.skip(f"real data absent: {COCO_MINI / 'images'} with two photos not found")
-    return [open_rgb(path) for path in images[:2]]
-
-
-@pytest.fixture(scope="module")
 def networks(tmp_path_factory):
     """network(name, form) -> (hub state dict, LoadedCheckpoint): an S member's hub file holding a working float32
     network, written with torch.save and loaded in `form`; each file written and each form loaded once."""
@@ -430,14 +420,15 @@ READINGS = [
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("name, reading", READINGS)
-def test_readings_of_a_loaded_member_equal_the_authors_forward_on_real_photos(networks, photos, name, reading, form):
+def test_readings_of_a_loaded_member_equal_the_authors_forward_on_real_photos(networks, two_photos, name, reading,
+                                                                             form):
     hub, loaded = networks(name, form)
     rule = "antialias" if MEMBERS[name][3] else "dino"  # §11: the hub's register models resample antialiased
     side = MEMBERS[name][1] * round(480 / MEMBERS[name][1])
     if reading == "keys480":
-        x = torch.stack([keys480_input(img, side) for img in photos[: 1 if MEMBERS[name][1] == 8 else 2]])
+        x = torch.stack([keys480_input(img, side) for img in two_photos[: 1 if MEMBERS[name][1] == 8 else 2]])
     else:
-        x = torch.stack([tokens224_input(img) for img in photos])
+        x = torch.stack([tokens224_input(img) for img in two_photos])
     with torch.no_grad():
         got = loaded.model.last_keys(x) if reading == "keys480" else loaded.model.tokens(x)
         want = authors_forward(hub, x, rule=rule, form=form, reading=reading)

@@ -17,12 +17,11 @@ from typing import Any
 import pytest
 import safetensors.torch
 import torch
-from sources import COCO_MINI
 
 from evaluate.demo.checkpoints import make_demo_checkpoint
 from evaluate.networks import hf_forms
 from evaluate.networks.checkpoints import CheckpointError, convert_checkpoint, detect_format, load_backbone
-from evaluate.pixels.images import keys480_input, open_rgb, tokens224_input
+from evaluate.pixels.images import keys480_input, tokens224_input
 
 # name -> (D, patch, registers, DINOv2, table rows (1 + grid^2))
 MEMBERS = {
@@ -169,14 +168,6 @@ def test_each_hugging_face_class_converts_to_its_hub_files_tensors(name, hf_clas
         assert set(dropped) == set(hub_dropped) | heads
 
 
-@pytest.fixture(scope="module")
-def photos():
-    images = sorted((COCO_MINI / "images").glob("*.jpg")) if (COCO_MINI / "images").is_dir() else []
-    if len(images) < 2:
-        pytest.skip(f"real data absent: {COCO_MINI / 'images'} with two photos not found")
-    return [open_rgb(path) for path in images[:2]]
-
-
 def write(top: Mapping[str, Any], path: Path) -> Path:
     if path.suffix == ".safetensors":
         safetensors.torch.save_file({k: v.contiguous() for k, v in top.items()}, str(path))
@@ -190,12 +181,12 @@ def write(top: Mapping[str, Any], path: Path) -> Path:
     ("dinov2-s14-reg4", hf_dinov2, "model.safetensors", "antialias", FORMS),
     ("dinov2-s14-reg4", lambda hub: hf_dinov2(hub, task=True), "pytorch_model.bin", "antialias", ("released",)),
 ], ids=["dino-vits16", "dinov2-with-registers-small", "dinov2-with-registers-small-imagenet1k-1-layer"])
-def test_a_hugging_face_file_gives_its_hub_files_features_byte_for_byte(tmp_path, photos, name, spell, file_name,
+def test_a_hugging_face_file_gives_its_hub_files_features_byte_for_byte(tmp_path, two_photos, name, spell, file_name,
                                                                          rule, forms):
     hub = hub_state(name, seed=3)
     side = 16 * 30 if MEMBERS[name][1] == 16 else 14 * 34  # keys480's side: 480, or 476 for patch 14
-    x480 = keys480_input(photos[0], side)[None]  # one photo at 480 px (seconds per image on two cores), two at 224
-    x224 = torch.stack([tokens224_input(img) for img in photos])
+    x480 = keys480_input(two_photos[0], side)[None]  # one photo at 480 px (seconds per image on two cores), two at 224
+    x224 = torch.stack([tokens224_input(img) for img in two_photos])
     paths = {"hub": write(hub, tmp_path / "hub.pth"), "hf": write(spell(hub), tmp_path / file_name)}
     for form in forms:
         features = {}

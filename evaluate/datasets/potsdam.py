@@ -18,7 +18,8 @@ size than its image, a label value outside 0..5 and 255.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,26 +47,11 @@ CLASS_NAMES = ("roads and cars", "buildings and clutter", "trees and vegetation"
 LOOKUP = lookup_table(FINE_TO_COARSE, ignored=(IGNORE,))
 
 
-def _mat_array(path: Path, key: str) -> np.ndarray:
-    """The array `key` of a MATLAB file; a missing or unreadable file, or one without `key`, is one line."""
-    if not path.is_file():
-        raise SemanticDataError(f"{path}: file not found")
+@contextmanager
+def _matlab_file(path: Path) -> Iterator[None]:
+    """Within: what scipy raises on a MATLAB file it cannot read becomes one line naming `path`."""
     try:
-        content = scipy.io.loadmat(path, variable_names=[key])
-    except NotImplementedError:
-        raise SemanticDataError(f"{path}: a MATLAB v7.3 (HDF5) file; IIC's Potsdam tiles are MATLAB 5 files "
-                                "(scipy.io.loadmat)") from None
-    except (MatReadError, ValueError, TypeError, OSError, EOFError) as exc:
-        raise SemanticDataError(f"{path}: not a readable MATLAB file ({exc})") from None
-    if key not in content:
-        raise SemanticDataError(f"{path}: no {key!r} array in the file")
-    return np.asarray(content[key])
-
-
-def _mat_shape(path: Path, key: str) -> tuple[int, ...]:
-    """The shape of array `key` of a MATLAB file, from its header (`scipy.io.whosmat`: nothing decoded)."""
-    try:
-        found = {name: shape for name, shape, _ in scipy.io.whosmat(path)}
+        yield
     except FileNotFoundError:
         raise SemanticDataError(f"{path}: file not found") from None
     except NotImplementedError:
@@ -73,6 +59,23 @@ def _mat_shape(path: Path, key: str) -> tuple[int, ...]:
                                 "(scipy.io.loadmat)") from None
     except (MatReadError, ValueError, TypeError, OSError, EOFError) as exc:
         raise SemanticDataError(f"{path}: not a readable MATLAB file ({exc})") from None
+
+
+def _mat_array(path: Path, key: str) -> np.ndarray:
+    """The array `key` of a MATLAB file; a missing or unreadable file, or one without `key`, is one line."""
+    if not path.is_file():
+        raise SemanticDataError(f"{path}: file not found")
+    with _matlab_file(path):
+        content = scipy.io.loadmat(path, variable_names=[key])
+    if key not in content:
+        raise SemanticDataError(f"{path}: no {key!r} array in the file")
+    return np.asarray(content[key])
+
+
+def _mat_shape(path: Path, key: str) -> tuple[int, ...]:
+    """The shape of array `key` of a MATLAB file, from its header (`scipy.io.whosmat`: nothing decoded)."""
+    with _matlab_file(path):
+        found = {name: shape for name, shape, _ in scipy.io.whosmat(path)}
     if key not in found:
         raise SemanticDataError(f"{path}: no {key!r} array in the file")
     return tuple(int(s) for s in found[key])

@@ -125,12 +125,13 @@ copy_repository() { # copy_repository DEST: the checkout without results/, .venv
 }
 
 write_test_config() { # write_test_config CONFIG_YAML FILE: writes FILE, the experiment both runs are given
-  "$VENV/bin/python" - "$1" "$2" "$CHECKPOINTS" <<'EOF'
+  PYTHONPATH="$REPO" "$VENV/bin/python" - "$1" "$2" "$CHECKPOINTS" <<'EOF'
 import sys
 
 import yaml
 
-SECTIONS = ("datasets", "videos", "discovery", "saliency")  # every section that names data sets
+from evaluate.datasets.kinds import SECTIONS  # every section that names data sets
+
 source, target, names = sys.argv[1], sys.argv[2], sys.argv[3].split()
 with open(source) as handle:
     config = yaml.safe_load(handle)
@@ -145,7 +146,7 @@ if names != ["all"]:
     sizes = [entry["demo"]["n_images"] for entry in config.get("datasets", {}).values() if "demo" in entry]
     if sizes:
         config["features"]["shard_size"] = max(sizes)
-    for section in ("videos", "discovery", "saliency"):
+    for section in ("videos", "discovery", "saliency"):  # the longest protocols, left to the local tests
         config[section] = {}
     config["attention"] = False
 for section in SECTIONS:
@@ -163,22 +164,22 @@ EOF
 }
 
 check_experiment() { # check_experiment RUN_DIR FILE: RUN_DIR drew and scored exactly FILE's data sets and checkpoints
-  "$VENV/bin/python" - "$1" "$2" <<'EOF'
+  PYTHONPATH="$REPO" "$VENV/bin/python" - "$1" "$2" <<'EOF'
 import csv
 import sys
 from pathlib import Path
 
 import yaml
 
+from evaluate.datasets.kinds import SECTIONS  # its demo sets are drawn into results/demo/<section>/
+
 run, experiment = Path(sys.argv[1]), yaml.safe_load(Path(sys.argv[2]).read_text())
-# every section that names data sets; its demo sets are drawn into results/demo/<section>/
-SECTIONS = ("datasets", "videos", "discovery", "saliency")
 sets = {section: experiment.get(section) or {} for section in SECTIONS}
 datasets = {name for entries in sets.values() for name in entries}
 checkpoints = set(experiment["checkpoints"])
-# every video, discovery and saliency set is scored; a COCO-style set only in the eval role
+# every set of every other section is scored; a COCO-style set only in the eval role
 evals = {name for name, entry in sets["datasets"].items() if "eval" in entry["roles"]}
-evals |= {name for section in ("videos", "discovery", "saliency") for name in sets[section]}
+evals |= {name for section in SECTIONS if section != "datasets" for name in sets[section]}
 folders = [run / "results/demo" / section for section in SECTIONS]
 drawn = {p.name for folder in folders if folder.is_dir() for p in folder.iterdir() if p.is_dir()}
 with open(run / "results/ledger/scores.csv", newline="") as handle:
