@@ -2,6 +2,7 @@
 # re-runs nothing else. Per checkpoint and eval data set: one job per shard on the shard's decoded 224-px inputs,
 # then one ledger record; and one image's rows of one query patch for the per-patch figure. Both readings go through
 # the one reading runner, the network in the backbone form whatever `features.form` says (the reading's definition).
+stage_jobs("attention", "attention_shard", "attention_record", "attention_rows")
 if config["attention"]:
     RECORDS.extend(expand(paths.ATTENTION_RECORD, checkpoint=CHECKPOINTS, dataset=EVAL_DATASETS))
 
@@ -54,7 +55,7 @@ rule attention_record:
         bootstrap=config["bootstrap"],
         run_time=run_time_of,
         job=JOBS["attention_record"],
-        code=CODE["attention_record"],
+        code=job_code("attention_record"),
     script:
         "../scripts/run_job.py"
 

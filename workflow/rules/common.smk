@@ -1,4 +1,5 @@
 # Config tables, code hashes, input functions and params shared by every stage.
+import functools
 import json
 import re
 
@@ -34,45 +35,25 @@ DEMO_DATASETS = [n for n, d in ALL_DATASETS.items() if d.demo]
 # tables and the figures), so a new stage is its rule file alone.
 RECORDS = []
 
-# Each rule's job function. Its code hash covers every module of the project the job can execute (the imports of
-# the job function, transitively; comments and docstrings do not count), so an edit re-runs exactly its jobs.
+# Each rule's job function: the rules of workflow/rules/<stage>.smk run the functions of their names in
+# evaluate/jobs/<stage>.py, as the file declares above them (`stage_jobs`). A job's code hash covers every module of the project the job can execute (the
+# imports of the job function, transitively; comments and docstrings do not count), so an edit re-runs exactly its
+# jobs; computed when a rule first asks for it.
 SCRIPT = "workflow/scripts/run_job.py"
-JOBS = {
-    "demo_dataset": "evaluate.jobs.demo:demo_dataset",
-    "demo_checkpoint": "evaluate.jobs.demo:demo_checkpoint",
-    "manifest": "evaluate.jobs.datasets:manifest",
-    "preprocess": "evaluate.jobs.features:preprocess",
-    "extract": "evaluate.jobs.features:extract",
-    "sweep_decode": "evaluate.jobs.decoder:sweep_decode",
-    "select_setting": "evaluate.jobs.decoder:select_setting",
-    "decode": "evaluate.jobs.decoder:decode",
-    "merge_masks": "evaluate.jobs.decoder:merge_masks",
-    "score_decoder": "evaluate.jobs.decoder:score_decoder",
-    "train_probe": "evaluate.jobs.probe:train_probe",
-    "score_probe": "evaluate.jobs.probe:score_probe",
-    "scores": "evaluate.jobs.ledger:scores",
-    "tables": "evaluate.jobs.ledger:tables",
-    "figures": "evaluate.jobs.ledger:figures",
-    "eigenvector": "evaluate.jobs.ledger:eigenvector",
-    "html_report": "evaluate.jobs.ledger:html_report",
-    "propagate": "evaluate.jobs.video:propagate",
-    "score_video": "evaluate.jobs.video:score_video",
-    "extract_native": "evaluate.jobs.discovery:extract_native",
-    "discover_boxes": "evaluate.jobs.discovery:discover_boxes",
-    "score_discovery": "evaluate.jobs.discovery:score_discovery",
-    "read_saliency": "evaluate.jobs.saliency:read_saliency",
-    "score_saliency": "evaluate.jobs.saliency:score_saliency",
-    "attention_shard": "evaluate.jobs.attention:attention_shard",
-    "attention_record": "evaluate.jobs.attention:attention_record",
-    "attention_rows": "evaluate.jobs.attention:attention_rows",
-    "read_cls_attention": "evaluate.jobs.segmentation:read_cls_attention",
-    "score_attention_masks": "evaluate.jobs.segmentation:score_attention_masks",
-    "extract_tokens320": "evaluate.jobs.semseg:extract_tokens320",
-    "fit_clusters": "evaluate.jobs.semseg:fit_clusters",
-    "predict_clusters": "evaluate.jobs.semseg:predict_clusters",
-    "score_semseg": "evaluate.jobs.semseg:score_semseg",
-}
-CODE = {rule: job_code_hash(job, SCRIPT) for rule, job in JOBS.items()}
+JOBS = {}
+
+
+def stage_jobs(stage, *rules):
+    """The rules of one stage's file each run the function of their name in `evaluate.jobs.<stage>`."""
+    JOBS.update({rule: f"evaluate.jobs.{stage}:{rule}" for rule in rules})
+
+
+@functools.cache
+def job_code(rule):
+    """The code hash of a rule's job (`job_code_hash`), computed on the first look-up."""
+    return job_code_hash(JOBS[rule], SCRIPT)
+
+
 # A data set's kind is opened (and a demo one drawn) by the module its spec names, which no job imports by name: the
 # hash of that module's code joins the code hash of exactly the jobs of its data sets.
 KIND_CODE = {
@@ -85,7 +66,7 @@ def code_of(rule):
     """A rule's `code` param where its jobs open a data set by its kind: the rule's code hash and that of the kind's
     module (its drawing's, for the demo), per data set."""
     target = "demo_writer" if rule == "demo_dataset" else "opener"
-    return lambda wildcards: f"{CODE[rule]}+{KIND_CODE[getattr(ALL_DATASETS[wildcards.dataset], target)]}"
+    return lambda wildcards: f"{job_code(rule)}+{KIND_CODE[getattr(ALL_DATASETS[wildcards.dataset], target)]}"
 
 
 def _alternatives(names):

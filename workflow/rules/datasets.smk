@@ -1,6 +1,7 @@
 # Every data set's listing, whatever its kind (docs/design.md §3, §4): its manifest (images or sequences, the shards,
 # the labels' identity), written by one job per data set, a Snakemake checkpoint, so the stages' jobs per shard or
 # sequence are known once it exists. Listing opens no label.
+stage_jobs("datasets", "manifest")
 
 
 checkpoint manifest:

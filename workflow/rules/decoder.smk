@@ -1,5 +1,13 @@
 # Stage 3: the label-free decoder. Its settings are swept once, on the `select` data set and the reference
 # checkpoint; the best by mean Jaccard is then used for every checkpoint on every `eval` data set.
+stage_jobs(
+    "decoder",
+    "sweep_decode",
+    "select_setting",
+    "decode",
+    "merge_masks",
+    "score_decoder",
+)
 if SELECT_DATASET:
     RECORDS.append(paths.SWEEP_RECORD.format(checkpoint=REFERENCE, dataset=SELECT_DATASET))
     RECORDS.extend(expand(paths.DECODER_RECORD, checkpoint=CHECKPOINTS, dataset=EVAL_DATASETS))
@@ -24,7 +32,7 @@ rule sweep_decode:
     params:
         decoder=config["decoder"],
         job=JOBS["sweep_decode"],
-        code=CODE["sweep_decode"],
+        code=job_code("sweep_decode"),
     script:
         "../scripts/run_job.py"
 
@@ -52,7 +60,7 @@ rule select_setting:
         bootstrap=config["bootstrap"],
         run_time=run_time(SELECT_DATASET),
         job=JOBS["select_setting"],
-        code=CODE["select_setting"],
+        code=job_code("select_setting"),
     script:
         "../scripts/run_job.py"
 
@@ -77,7 +85,7 @@ rule decode:
         runtime=60,
     params:
         job=JOBS["decode"],
-        code=CODE["decode"],
+        code=job_code("decode"),
     script:
         "../scripts/run_job.py"
 
@@ -94,7 +102,7 @@ rule merge_masks:
         "benchmarks/merge_masks/{checkpoint}/{dataset}.tsv"
     params:
         job=JOBS["merge_masks"],
-        code=CODE["merge_masks"],
+        code=job_code("merge_masks"),
     script:
         "../scripts/run_job.py"
 
@@ -123,6 +131,6 @@ rule score_decoder:
         bootstrap=config["bootstrap"],
         run_time=run_time_of,
         job=JOBS["score_decoder"],
-        code=CODE["score_decoder"],
+        code=job_code("score_decoder"),
     script:
         "../scripts/run_job.py"

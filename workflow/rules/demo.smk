@@ -1,6 +1,7 @@
 # The embedded demo: seeded random networks in the real formats, and procedurally drawn data sets with exact masks,
 # each in its kind's own layout (evaluate.datasets.KINDS names the drawing). Only data sets and checkpoints that
 # carry a `demo:` entry in the config are generated.
+stage_jobs("demo", "demo_dataset", "demo_checkpoint")
 
 
 rule demo_dataset:
@@ -36,6 +37,6 @@ rule demo_checkpoint:
     params:
         demo=demo_checkpoint_of,
         job=JOBS["demo_checkpoint"],
-        code=CODE["demo_checkpoint"],
+        code=job_code("demo_checkpoint"),
     script:
         "../scripts/run_job.py"

@@ -1,6 +1,7 @@
 # Object discovery as the field publishes it (docs/design.md §15): keys-native per checkpoint and shard of each box
 # data set (through the one reading runner), every box decoder's boxes per shard (label-free), and one scoring job
 # per checkpoint, data set and box decoder that opens the labels and writes a ledger record.
+stage_jobs("discovery", "extract_native", "discover_boxes", "score_discovery")
 DISCOVERY = in_section("discovery")
 BOX_DECODERS = EXP.box_decoders
 RECORDS.extend(expand(paths.DISCOVERY_RECORD, decoder=BOX_DECODERS, checkpoint=CHECKPOINTS, dataset=DISCOVERY))
@@ -59,7 +60,7 @@ rule discover_boxes:
         runtime=60,
     params:
         job=JOBS["discover_boxes"],
-        code=CODE["discover_boxes"],
+        code=job_code("discover_boxes"),
     script:
         "../scripts/run_job.py"
 

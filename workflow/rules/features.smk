@@ -1,5 +1,6 @@
 # Stage 1-2: the `datasets:` sets' keys480 and tokens224 per checkpoint and shard (the reading keys480+tokens224,
 # through the one reading runner), from each shard's images decoded once for every checkpoint.
+stage_jobs("features", "preprocess", "extract")
 
 
 rule preprocess:

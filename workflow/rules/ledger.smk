@@ -1,4 +1,5 @@
 # Stage 5: the ledger's scores table, result tables and figures, all rebuilt from the records alone.
+stage_jobs("ledger", "scores", "tables", "figures", "eigenvector", "html_report")
 
 
 rule scores:
@@ -14,7 +15,7 @@ rule scores:
         "benchmarks/scores.tsv"
     params:
         job=JOBS["scores"],
-        code=CODE["scores"],
+        code=job_code("scores"),
     script:
         "../scripts/run_job.py"
 
@@ -38,7 +39,7 @@ rule tables:
         bootstrap=config["bootstrap"],
         gallery_images=config["figures"]["gallery_images"],
         job=JOBS["tables"],
-        code=CODE["tables"],
+        code=job_code("tables"),
     script:
         "../scripts/run_job.py"
 
@@ -66,7 +67,7 @@ rule figures:
         reference=REFERENCE,
         video=video_figure_params(),
         job=JOBS["figures"],
-        code=CODE["figures"],
+        code=job_code("figures"),
     script:
         "../scripts/run_job.py"
 
@@ -84,7 +85,7 @@ rule html_report:
         "benchmarks/html_report.tsv"
     params:
         job=JOBS["html_report"],
-        code=CODE["html_report"],
+        code=job_code("html_report"),
     script:
         "../scripts/run_job.py"
 
@@ -102,6 +103,6 @@ rule eigenvector:
     params:
         image=config["figures"]["eigenvector_image"],
         job=JOBS["eigenvector"],
-        code=CODE["eigenvector"],
+        code=job_code("eigenvector"),
     script:
         "../scripts/run_job.py"

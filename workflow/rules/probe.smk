@@ -1,5 +1,6 @@
 # Stage 4: one linear layer on the frozen tokens224, trained once per checkpoint on `probe-train`, and scored by
 # its own job on each `eval` data set, so a new eval data set runs only its own scoring jobs.
+stage_jobs("probe", "train_probe", "score_probe")
 if PROBE_TRAIN_DATASET:
     RECORDS.extend(expand(paths.PROBE_RECORD, checkpoint=CHECKPOINTS, dataset=PROBE_EVAL_DATASETS))
 
@@ -26,7 +27,7 @@ rule train_probe:
         bootstrap=config["bootstrap"],
         run_time=run_time(PROBE_TRAIN_DATASET),
         job=JOBS["train_probe"],
-        code=CODE["train_probe"],
+        code=job_code("train_probe"),
     script:
         "../scripts/run_job.py"
 
@@ -53,6 +54,6 @@ rule score_probe:
         bootstrap=config["bootstrap"],
         run_time=run_time_of,
         job=JOBS["score_probe"],
-        code=CODE["score_probe"],
+        code=job_code("score_probe"),
     script:
         "../scripts/run_job.py"

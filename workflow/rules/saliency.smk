@@ -1,6 +1,7 @@
 # Saliency as the field publishes it (docs/design.md §16): every checkpoint's TokenCut reading of each shard of each
 # saliency set (through the one reading runner; label-free, with the bilateral solver where the set asks for it),
 # and one scoring job per checkpoint and set that opens the masks and writes a ledger record.
+stage_jobs("saliency", "read_saliency", "score_saliency")
 SALIENCY = in_section("saliency")
 RECORDS.extend(expand(paths.SALIENCY_RECORD, checkpoint=CHECKPOINTS, dataset=SALIENCY))
 

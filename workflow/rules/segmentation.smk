@@ -3,6 +3,7 @@
 # network in its released form whatever `features.form` says), and one scoring job per checkpoint and set that opens
 # the object maps once and writes a ledger record (a record of no measure, and no opening, for a network without a
 # class token).
+stage_jobs("segmentation", "read_cls_attention", "score_attention_masks")
 SEGMENTATION = in_section("segmentation")
 RECORDS.extend(expand(paths.ATTENTION_MASKS_RECORD, checkpoint=CHECKPOINTS, dataset=SEGMENTATION))
 

@@ -2,6 +2,13 @@
 # each semseg set (through the one reading runner, the released form, float32), its clusters fitted on a set's every
 # token (the set itself, or `fit_on`), each shard's cluster maps (label-free), and one scoring job per checkpoint and
 # set that opens the labels once, matches the clusters to the classes and writes a ledger record.
+stage_jobs(
+    "semseg",
+    "extract_tokens320",
+    "fit_clusters",
+    "predict_clusters",
+    "score_semseg",
+)
 SEMSEG = in_section("semseg")
 RECORDS.extend(expand(paths.SEMSEG_RECORD, checkpoint=CHECKPOINTS, dataset=SEMSEG))
 
@@ -86,7 +93,7 @@ rule predict_clusters:
         runtime=60,
     params:
         job=JOBS["predict_clusters"],
-        code=CODE["predict_clusters"],
+        code=job_code("predict_clusters"),
     script:
         "../scripts/run_job.py"
 

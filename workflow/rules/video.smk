@@ -1,6 +1,7 @@
 # The video reading (docs/design.md §12): every checkpoint propagates each sequence's first-frame masks of each
 # video data set in its own job (frames480 through the one reading runner; DAVIS's results layout), and one scoring
 # job per checkpoint and video data set opens the other masks and writes a ledger record.
+stage_jobs("video", "propagate", "score_video")
 VIDEOS = in_section("videos")
 # the propagation's settings (config `video:` but its `threads`, which change no number)
 PROPAGATION = EXP.propagation.as_dict() if VIDEOS else None
