@@ -224,7 +224,7 @@ def written_test_config(tmp_path: Path, checkpoints: str) -> tuple[Callable[[str
 
     functions = slurm_test_function("write_test_config") + "\n" + slurm_test_function("check_experiment")
     experiment = tmp_path / "experiment.yaml"
-    env = {"VENV": str(Path(sys.executable).parent.parent), "CHECKPOINTS": checkpoints}
+    env = {"VENV": str(Path(sys.executable).parent.parent), "CHECKPOINTS": checkpoints, "REPO": str(REPO)}
 
     def bash(command: str) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", "-c", f"set -euo pipefail\n{functions}\n{command}"], capture_output=True,
@@ -250,16 +250,20 @@ def test_slurm_test_s_experiment_file_is_valid_renames_every_data_set_and_is_che
     shipped, config = yaml.safe_load((REPO / "config.yaml").read_text()), yaml.safe_load(experiment.read_text())
     assert list(config["checkpoints"]) == ["dino-demo"] and config["attention"] is False
     assert config["videos"] == config["discovery"] == config["saliency"] == {}
-    assert list(config["datasets"]) == [f"slurm-{name}" for name in shipped["datasets"]]
+    kept = ("datasets", "segmentation", "semseg")  # the sections the short SLURM run keeps
+    for section in kept:
+        assert shipped[section] and list(config[section]) == [f"slurm-{name}" for name in shipped[section]], section
     for name, entry in config["datasets"].items():
         assert f"/{name}/" in entry["images"] and f"/{name}/" in entry["annotations"]
     # a finished run of that file passes its check; one that drew a data set of config.yaml's does not
     run = tmp_path / "run"
-    for name in config["datasets"]:
-        (run / "results" / "demo" / "datasets" / name).mkdir(parents=True)
+    for section in kept:
+        for name in config[section]:
+            (run / "results" / "demo" / section / name).mkdir(parents=True)
+    others = [f"dino-demo,{name},eval\n" for section in kept[1:] for name in config[section]]
     (run / "results" / "ledger").mkdir(parents=True)
-    (run / "results" / "ledger" / "scores.csv").write_text(
-        "checkpoint,dataset,role\ndino-demo,slurm-demo-val,eval\ndino-demo,slurm-demo-select,select\n")
+    scored = "checkpoint,dataset,role\ndino-demo,slurm-demo-val,eval\ndino-demo,slurm-demo-select,select\n"
+    (run / "results" / "ledger" / "scores.csv").write_text(scored + "".join(others))
     assert bash(f'check_experiment "{run}" "{experiment}"').returncode == 0
     (run / "results" / "demo" / "datasets" / "demo-val").mkdir()
     refused = bash(f'check_experiment "{run}" "{experiment}"')
@@ -274,13 +278,16 @@ def test_slurm_test_s_experiment_file_is_valid_renames_every_data_set_and_is_che
 
 
 def test_slurm_test_s_whole_experiment_renames_the_sets_of_every_section(tmp_path):
-    """SLURM_TEST_CHECKPOINTS=all keeps the video, discovery and saliency sets: each is renamed with its folders,
+    """SLURM_TEST_CHECKPOINTS=all keeps the sets of every section: each is renamed with its folders,
     and check_experiment counts them among the file's sets, drawn and scored."""
     bash, experiment = written_test_config(tmp_path, "all")
     shipped, config = yaml.safe_load((REPO / "config.yaml").read_text()), yaml.safe_load(experiment.read_text())
     run = tmp_path / "run"
     rows = ["checkpoint,dataset,role"]
-    for section in ("datasets", "videos", "discovery", "saliency"):  # each drawn into results/demo/<section>/
+    from evaluate.datasets.kinds import SECTIONS
+
+    assert set(SECTIONS) == {"datasets", "videos", "discovery", "saliency", "segmentation", "semseg"}
+    for section in SECTIONS:  # each drawn into results/demo/<section>/
         assert shipped[section], section  # the shipped demo has a set in every section
         assert list(config[section]) == [f"slurm-{name}" for name in shipped[section]], section
         for name, entry in config[section].items():
