@@ -114,7 +114,7 @@ def eigenvector_of_image(manifest: dict, keys480_files: Sequence[str | os.PathLi
 
     wanted = manifest["image_ids"][0] if image_id is None else int(image_id)
     if wanted not in manifest["image_ids"]:
-        raise ConfigError(f"config.yaml: figures.eigenvector_image: image id {wanted} is not in data set {dataset}")
+        raise ConfigError(f"figures.eigenvector_image: image id {wanted} is not in data set {dataset}")
     shard = next(i for i, ids in enumerate(manifest["shards"]) if wanted in ids)
     keys = np.load(keys480_files[shard], mmap_mode="r")[manifest["shards"][shard].index(wanted)]
     return wanted, eigenvector(np.asarray(keys, dtype=np.float32), settings, square_grid(keys.shape[0]))

@@ -78,11 +78,11 @@ def load_experiment(config_file: str | Path) -> Experiment:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: not a mapping of config keys")
     try:
-        config = load_config(raw)
+        config = load_config(raw, source=str(path))
     except WorkflowError as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         raise ConfigError(f"{path}: {' '.join(lines[:3])}") from None
-    exp = Experiment(config)
+    exp = Experiment(config, source=str(path))
     exp.check_probe_categories()
     return exp
 

@@ -109,11 +109,13 @@ def spent_openings(rows: Iterable[Mapping[str, str]]) -> Counter:
 
 @dataclass(frozen=True)
 class Budget:
-    """A data set's labels against its budget: where it is configured (`section.name`), its seal and budget (None:
-    unlimited), the openings already spent, and those the run needs by reading."""
+    """A data set's labels against its budget: where it is configured (`section.name` of the experiment file
+    `source`), its seal and budget (None: unlimited), the openings already spent, and those the run needs by
+    reading."""
 
     dataset: str
     where: str
+    source: str
     sealed: bool
     budget: int | None
     spent: int
@@ -136,7 +138,7 @@ class Budget:
     def refusal(self) -> str:
         """One line: the data set, the openings needed, the budget, and how to raise it."""
         readings = ", ".join(f"{reading} {n}" for reading, n in self.needed_by_reading.items() if n)
-        return (f"config.yaml: {self.where} is sealed with budget {self.budget}, but this run needs {self.needed} "
+        return (f"{self.source}: {self.where} is sealed with budget {self.budget}, but this run needs {self.needed} "
                 f"opening(s) of its labels ({readings}) and {self.spent} were spent before: raise {self.where}.budget "
                 f"to at least {self.spent + self.needed} (the raise is recorded in {paths.OPENINGS}; docs/ledger.md "
                 "says what each reading spends), or score fewer checkpoints")
@@ -148,7 +150,7 @@ def budgets(exp: Experiment, spent: Mapping[str, int], done: Container[str]) -> 
     needed: dict[str, Counter] = {name: Counter() for name in exp.datasets}
     for use in label_uses(exp):
         needed[use.dataset][use.reading] += 0 if use.output in done else use.openings
-    return [Budget(dataset=name, where=f"{d.section}.{name}", sealed=d.sealed, budget=d.budget,
+    return [Budget(dataset=name, where=f"{d.section}.{name}", source=exp.source, sealed=d.sealed, budget=d.budget,
                    spent=int(spent.get(name, 0)), needed_by_reading=dict(needed[name]))
             for name, d in exp.datasets.items() if needed[name] or spent.get(name)]
 

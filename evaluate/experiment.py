@@ -12,13 +12,12 @@ Everything here is pure and importable, so `workflow/rules/common.smk` stays a t
 
 A config error names the experiment file actually read (`source`: the `--configfile` given, or config.yaml, as
 `workflow/rules/common.smk` finds it in `workflow.configfiles`): the checks raise ConfigErrors that name the key, and
-`in_file(source)` puts the file in front where the experiment is read.
+`in_file(source)` (`evaluate.plumbing.config`) puts the file in front where the experiment is read; a job's config
+errors get it the same way (`evaluate.jobs.run_job`).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -29,32 +28,24 @@ from evaluate.datasets.kinds import SECTIONS, kind_of, kinds_of
 from evaluate.plumbing.config import (  # noqa: F401 (re-exported)
     NAME_RE,
     ROLES,
+    SOURCE,
     Checkpoint,
     DataSet,
     RunTime,
     check_name,
     checkpoint_table,
     discover_checkpoints,
+    in_file,
     seal_of,
 )
 
 SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
-SOURCE = "config.yaml"  # the experiment file the Snakefile reads when no --configfile is given
 # keys an older config may still hold -> what replaced them; refused with that advice before the schema's generic
 # "additional properties" message
 REPLACED_KEYS = {
     ("features", "autocast"): "features.precision: float32 (the default), bfloat16 (CPU or CUDA) or float16 (CUDA "
                               "only); `autocast: true` was float16 on CUDA",
 }
-
-
-@contextlib.contextmanager
-def in_file(source: str) -> Iterator[None]:
-    """A ConfigError raised within, its message preceded by the experiment file's name `source` (one line)."""
-    try:
-        yield
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
 
 
 def load_config(config: dict[str, Any], source: str = SOURCE) -> dict[str, Any]:

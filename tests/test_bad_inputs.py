@@ -477,6 +477,23 @@ def test_valid_tiny_config_passes_the_parse(tmp_path):
     assert "demo_dataset" in result.stdout and "checkpoint manifest" in result.stdout
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal needs a machine without a CUDA device")
+def test_a_config_error_a_job_finds_names_the_experiment_file_the_workflow_read(tmp_path):
+    """features.device: cuda passes the parse (the jobs may run on a GPU node the workflow's process is not on); the
+    extract job, on this machine without CUDA, refuses it in one line that names the experiment file given with
+    --configfile, not config.yaml, and writes no feature."""
+    work = tmp_path / "work"
+    checkpoints, datasets, sections = _config_with(**{"features|device": "cuda"})
+    bi.write_config(work, checkpoints, datasets, **{**{k: None for k in bi.TINY_SETTINGS}, **sections})
+    experiment = (work / "config.yaml").rename(work / "gpu-experiment.yaml")
+    result = bi.run_snakemake(work, "features", keep_going=True, configfile=experiment)
+    assert result.returncode != 0, result.stdout
+    assert re.search(r"ERROR in rule extract \(.*\): " + re.escape(f"{experiment}: features.device is 'cuda' but no "
+                     "CUDA device is available here"), result.stdout), result.stdout
+    assert "config.yaml" not in result.stdout
+    assert not any(p.exists() for p in bi.shard_files(work, "ckpt-a", "tiny", "000"))
+
+
 @pytest.fixture(scope="module")
 def security_run(tmp_path_factory):
     """The whole workflow (default target, --keep-going) over a good and a malicious checkpoint: one-image data

@@ -159,7 +159,7 @@ def test_make_check_prints_the_costs_and_fails_on_a_budget_too_small(tmp_path, m
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(small))
     assert main(["small.yaml"]) == 1
     out = capsys.readouterr().out
-    assert "OVER BUDGET: config.yaml: datasets.val is sealed with budget 3, but this run needs 4 opening(s)" in out
+    assert "OVER BUDGET: small.yaml: datasets.val is sealed with budget 3, but this run needs 4 opening(s)" in out
     assert not (tmp_path / "results").exists()
 
 

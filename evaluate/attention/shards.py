@@ -143,12 +143,12 @@ def write_attention_rows(*, checkpoint: dict, checkpoint_file: str | os.PathLike
     manifest = read_json(manifest_file)
     wanted = manifest["image_ids"][0] if image_id is None else int(image_id)
     if wanted not in manifest["image_ids"]:
-        raise ConfigError(f"config.yaml: image id {wanted} is not in data set {manifest_file}")
+        raise ConfigError(f"figures.attention_image: image id {wanted} is not in data set {manifest_file}")
     try:
         run_reading(ATTENTION, lambda run: write_rows(run, out, patch=patch), checkpoint=checkpoint,
                     checkpoint_file=checkpoint_file, spec=spec, manifest_file=manifest_file, shard="rows",
                     meta_out=meta_of(out), features=features, units=[wanted])
     except QueryPatchError as exc:
-        raise ConfigError(f"config.yaml: figures.attention_patch: {exc} for {checkpoint_file}; leave it unset "
+        raise ConfigError(f"figures.attention_patch: {exc} for {checkpoint_file}; leave it unset "
                           "(null) for each network's centre patch") from None
     return Path(out)

@@ -12,7 +12,8 @@ its job function in `params.job`. Each rule's code hash is computed from the imp
 `evaluate.plumbing.threads.blas_threads`: two one-thread jobs no longer contend for every core); its progress goes
 to its log file; an `EvaluationError` (bad checkpoint, corrupt image, broken
 annotation, exhausted budget...) ends the job with its one-line message on the console and in the log, with no
-traceback to dig through; any other exception is a bug and keeps its full traceback.
+traceback to dig through, a ConfigError's preceded by the experiment file the workflow read
+(`evaluate.plumbing.config.experiment_file`); any other exception is a bug and keeps its full traceback.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 from typing import Any, Callable
 
 from evaluate import EvaluationError
+from evaluate.plumbing.config import experiment_file, in_file
 from evaluate.plumbing.threads import blas_threads
 
 
@@ -81,7 +83,8 @@ def run_job(smk: Any, job: Callable[[Any], None]) -> None:
     blas_threads(max(1, int(smk.threads)))
     started = time.time()
     try:
-        job(smk)
+        with in_file(experiment_file()):
+            job(smk)
     except EvaluationError as err:
         message = f"ERROR in rule {smk.rule} ({dict(smk.wildcards.items())}): {err}"
         log.error("%s", err)

@@ -269,8 +269,8 @@ def opening(
         raise LedgerError(f"opening of {dataset}: purpose {purpose!r} is not one of "
                           f"{', '.join(p for p in PURPOSES if p != 'budget')}")
     if sealed and (budget is None or int(budget) < 0):
-        raise LedgerError(f"config.yaml: datasets.{dataset} is sealed but has no budget (set datasets.{dataset}."
-                          "budget to the number of openings allowed)")
+        raise LedgerError(f"opening of {dataset}: the data set is sealed but has no budget (set its budget, in the "
+                          "experiment file, to the number of openings allowed)")
     fields = {
         "dataset": dataset, "role": role, "purpose": purpose, "checkpoint": checkpoint, "setting": setting,
         "n_images": int(n_images), "annotations_sha256": annotations_sha256,

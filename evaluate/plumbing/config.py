@@ -3,8 +3,11 @@ glob patterns, data-set roles; and what a job reads of the config when it runs (
 imports nothing of the project's but its errors), so a job that unpickles a `RunTime` does not carry the whole
 experiment in its code hash.
 
-- A ConfigError raised here names the config key, not the file: `evaluate.experiment` puts the name of the
-  experiment file actually read in front (`in_file`), as it alone knows it.
+- A ConfigError raised here, or anywhere below the experiment, names the config key, not the file: `in_file` puts
+  the name of the experiment file actually read in front, where the experiment is read (`evaluate.experiment`, the
+  workflow's own process) and around every job (`evaluate.jobs.run_job`, which finds the file in `EXPERIMENT_ENV`, set
+  by `workflow/rules/common.smk`: a job is never handed the config, and a job's error about the config still names
+  the file to edit).
 - Names of checkpoints and data sets become folder names under `results/`; they must match `[A-Za-z0-9._-]+` and
   may not be `.` or `..`.
 - A data set is an entry of a config section (`DataSet`): where it lives (its kind's fields), its roles, its seal and
@@ -16,16 +19,37 @@ experiment in its code hash.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from evaluate import ConfigError
 
+SOURCE = "config.yaml"  # the experiment file the Snakefile reads when no --configfile is given
+# The environment variable naming the experiment file(s) the workflow read, for its jobs' config errors (set in
+# workflow/rules/common.smk; a job an executor plugin submits parses the workflow again and sets it alike). It names a
+# file in an error message and decides nothing else, so it is no input of any job.
+EXPERIMENT_ENV = "LFSE_EXPERIMENT"
 NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 ROLES = ("select", "eval", "probe-train")
+
+
+@contextlib.contextmanager
+def in_file(source: str) -> Iterator[None]:
+    """A ConfigError raised within, its message preceded by the experiment file's name `source` (one line)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def experiment_file() -> str:
+    """The experiment file(s) this process's workflow read (`EXPERIMENT_ENV`), else `SOURCE`."""
+    return os.environ.get(EXPERIMENT_ENV) or SOURCE
 
 
 def check_name(name: str, where: str) -> str:

@@ -80,7 +80,7 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"config.yaml: features.device is {device!r} but no CUDA device is available here")
+        raise ConfigError(f"features.device is {device!r} but no CUDA device is available here")
     return device
 
 

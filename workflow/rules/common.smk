@@ -1,6 +1,7 @@
 # Config tables, code hashes, input functions and params shared by every stage.
 import functools
 import json
+import os
 import re
 
 from snakemake.utils import validate
@@ -9,10 +10,13 @@ from evaluate import ConfigError
 from evaluate.plumbing import paths
 from evaluate.check import refuse_over_budget_now
 from evaluate.experiment import Experiment, check_config_names
+from evaluate.plumbing.config import EXPERIMENT_ENV, SOURCE
 from evaluate.plumbing.provenance import job_code_hash, module_code_hash
 
-# The experiment file(s) read: the --configfile given, or config.yaml (the Snakefile's rule); config errors name it.
-CONFIG_FILE = " + ".join(str(path) for path in workflow.configfiles) or "config.yaml"
+# The experiment file(s) read: the --configfile given, or config.yaml (the Snakefile's rule); config errors name it,
+# here and in every job (EXPERIMENT_ENV, inherited by the jobs this process starts).
+CONFIG_FILE = " + ".join(str(path) for path in workflow.configfiles) or SOURCE
+os.environ[EXPERIMENT_ENV] = CONFIG_FILE
 check_config_names(config, CONFIG_FILE)
 validate(config, schema="../schemas/config.schema.yaml")  # fills in every default the schema states
 EXP = Experiment(config, source=CONFIG_FILE)
@@ -36,9 +40,9 @@ DEMO_DATASETS = [n for n, d in ALL_DATASETS.items() if d.demo]
 RECORDS = []
 
 # Each rule's job function: the rules of workflow/rules/<stage>.smk run the functions of their names in
-# evaluate/jobs/<stage>.py, as the file declares above them (`stage_jobs`). A job's code hash covers every module of the project the job can execute (the
-# imports of the job function, transitively; comments and docstrings do not count), so an edit re-runs exactly its
-# jobs; computed when a rule first asks for it.
+# evaluate/jobs/<stage>.py, as the file declares above them (`stage_jobs`). A job's code hash covers every module of
+# the project the job can execute (the imports of the job function, transitively; comments and docstrings do not
+# count), so an edit re-runs exactly its jobs; computed when a rule first asks for it.
 SCRIPT = "workflow/scripts/run_job.py"
 JOBS = {}
 
