@@ -9,10 +9,11 @@ so the figures are those of an extract job.
 
 The default run times the seed's four (ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16). The DINO
 family of docs/design.md §11 (vit-s8, vit-b16, vit-b8, dinov2-{s,b,l}14[-reg4]) and DINOv3's ViTs of §14
-(dinov3-s16, -s16plus, -b16, -l16, -h16plus) are opt-in, named with --architectures: issue 25's three rows alone
-(ViT-S/8, ViT-B/16, DINOv2-S/14-reg4: 361 + 170 + 69 GFLOP per keys480 image, counted as below) are three times the seed's four (50 + 50 + 61 + 40), and ViT-S/8's plain reference holds
-6 x 3600^2 attention weights per image, so with them the default run would pass ten minutes on two cores. Issue 25's
-rows: `--images 2 --architectures vit-s16 vit-s8 vit-b16 dinov2-s14-reg4`. Each runs in the backbone form except
+(dinov3-s16, -s16plus, -b16, -l16, -h16plus) are opt-in, named with --architectures: the DINO family's three rows of
+docs/speed.md alone (ViT-S/8, ViT-B/16, DINOv2-S/14-reg4: 361 + 170 + 69 GFLOP per keys480 image, counted as below)
+are three times the seed's four (50 + 50 + 61 + 40), and ViT-S/8's plain reference holds 6 x 3600^2 attention
+weights per image, so with them the default run would pass ten minutes on two cores. Those rows:
+`--images 2 --architectures vit-s16 vit-s8 vit-b16 dinov2-s14-reg4`. Each runs in the backbone form except
 DINOv2 with registers, which runs released, as the hub builds it: class token and 4 registers in the forward, the
 37 x 37 table resampled by the antialiased rule, final norm on tokens224; --form makes every ViT run in one form.
 DINOv3's reference (`plain_dinov3_forward`) is their `DinoVisionTransformer` written out: rotary (sin, cos) recomputed
@@ -68,7 +69,7 @@ from evaluate.networks.xcit import FOURIER_DIM, FOURIER_TEMPERATURE, STEM_WIDTHS
 
 DIM, HIDDEN, DEPTH = 384, 1536, 12  # XCiT-S12/16's sizes (the ViTs' come from their geometry)
 HEADS = {"6x64": 6, "8x48": 8}
-# The default run: the seed's four (the plain ViT first; Aug-ViT in circulant2). Issue 25's family is opt-in through
+# The default run: the seed's four (the plain ViT first; Aug-ViT in circulant2). The DINO family is opt-in through
 # --architectures: ViT-S/8's keys480 (3,600 rows) alone costs about as much as the four together.
 DEFAULT_ARCHITECTURES = tuple(reversed(SEED_ARCHITECTURES))
 BENCH_ARCHITECTURES = DEFAULT_ARCHITECTURES + tuple(reversed(FAMILY)) + DINOV3  # every registry name
