@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from pathlib import Path
 from typing import Any, Sequence
 
 log = logging.getLogger("evaluate.attention.mask_protocol")
@@ -48,12 +47,12 @@ def score_masks(scoring: Any, *, spec: dict, manifest_file: str | os.PathLike,
     from evaluate.readings.cls_attention import CLS_ATTENTION, ShardAttention
 
     manifest = read_json(manifest_file)
-    metas = [read_json(path) for path in meta_files]
-    absent = metas[0].get("absent")
+    meta = read_json(meta_files[0])  # the shards of one checkpoint's reading say the same of the network
+    absent = meta.get("absent")
     if absent:
         return _absent_record(scoring, reason=absent, measures=[MEASURE, HEADS_MEASURE], out_record=out_record)
     shards = [ShardAttention(path) for path in reading_files]
-    patch = int(metas[0]["patch"])
+    patch = int(meta["patch"])
     ids = [i for s in shards for i in s.image_ids]
 
     def readings():
@@ -94,7 +93,3 @@ def _absent_record(scoring: Any, *, reason: str, measures: list[str], out_record
     log.info("%s on %s: %s; no attention masks, no label opened", scoring.checkpoint, scoring.dataset, reason)
     return record
 
-
-def meta_of(shard_file: str | os.PathLike) -> Path:
-    """The runner's meta beside a shard's .npz: the same name with .json."""
-    return Path(shard_file).with_suffix(".json")

@@ -26,7 +26,7 @@ import os
 import warnings
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -36,7 +36,7 @@ from pycocotools.coco import COCO
 from evaluate.datasets import DataSetError
 from evaluate.datasets.cocofile import checked_entry, image_entries, is_int, is_number, read_coco_json
 from evaluate.pixels.images import open_rgb
-from evaluate.plumbing.provenance import sha256_file, sha256_json
+from evaluate.plumbing.provenance import sha256_file
 
 ANNOTATION_KEYS = ("id", "image_id", "category_id", "segmentation", "iscrowd", "area", "bbox")
 CATEGORY_KEYS = ("id", "name")

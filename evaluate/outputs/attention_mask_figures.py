@@ -20,26 +20,13 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from evaluate.outputs.drawing import DPI, PALETTE, safe_name, save_png
+from evaluate.outputs.drawing import DPI, PALETTE, outline, safe_name, save_png, tinted
 
-ALPHA = 0.5  # a mask's tint over the image
 OBJECT_PANELS = 4  # objects drawn per image, in id order
 HEAD_COLUMNS = 7  # panels per row of the heads' figure
 PANEL = 2.4  # inches across a panel
 TITLE = 0.3  # inches above a panel for its title
 SHOW_OBJECTS = 4  # object ids a head's title lists before counting them
-
-
-def _tinted(rgb: np.ndarray, mask: np.ndarray, colour: np.ndarray) -> np.ndarray:
-    """rgb (H, W, 3) uint8 with `mask` (H, W) bool tinted by `colour` (3,): (H, W, 3) uint8."""
-    out = rgb.astype(np.float64)
-    out[mask] = (1 - ALPHA) * out[mask] + ALPHA * colour
-    return np.rint(out).astype(np.uint8)
-
-
-def _outline(ax, mask: np.ndarray, colour, width: float) -> None:
-    if mask.any() and not mask.all():
-        ax.contour(mask.astype(np.float64), levels=[0.5], colors=[colour], linewidths=width)
 
 
 def entry_maps(entry: dict) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray] | None]:
@@ -66,8 +53,7 @@ def _figure(entry: dict, rows: int, columns: int) -> Figure:
     return fig
 
 
-def _objects_figure(rec: dict, entries: Sequence[dict], out: Path) -> Path:
-    maps = [entry_maps(entry) for entry in entries]
+def _objects_figure(rec: dict, entries: Sequence[dict], maps: Sequence[tuple], out: Path) -> Path:
     columns = max(1, min(OBJECT_PANELS, max(len(entry["objects"]) for entry in entries)))
     fig = _figure(entries[0], len(entries), columns)
     for r, (entry, (rgb, masks, truths)) in enumerate(zip(entries, maps)):
@@ -75,10 +61,10 @@ def _objects_figure(rec: dict, entries: Sequence[dict], out: Path) -> Path:
             head, value = entry["best_head"][c], entry["best_jaccard"][c]
             colour = PALETTE[c % len(PALETTE)]
             ax = fig.add_subplot(len(entries), columns, r * columns + c + 1)
-            ax.imshow(_tinted(rgb, masks[head], colour))
-            _outline(ax, masks[head], colour / 255, 1.5)
+            ax.imshow(tinted(rgb, masks[head], colour))
+            outline(ax, masks[head], colour / 255, 1.5)
             if truths is not None:
-                _outline(ax, truths[int(object_id)], "white", 0.8)
+                outline(ax, truths[int(object_id)], "white", 0.8)
             ax.set_title(f"{entry['name']} object {object_id}: head {head + 1}, J {100 * value:.1f}", fontsize=6)
             ax.axis("off")
     truth_note = ", the object's truth in white" if any(m[2] is not None for m in maps) else ""
@@ -87,8 +73,8 @@ def _objects_figure(rec: dict, entries: Sequence[dict], out: Path) -> Path:
     return save_png(fig, out / f"attention-masks_{safe_name(rec['checkpoint'])}_{safe_name(rec['dataset'])}.png")
 
 
-def _heads_figure(rec: dict, entry: dict, out: Path) -> Path:
-    rgb, masks, truths = entry_maps(entry)
+def _heads_figure(rec: dict, entry: dict, maps: tuple, out: Path) -> Path:
+    rgb, masks, truths = maps
     heads = masks.shape[0]
     columns = min(HEAD_COLUMNS, heads + 1)
     rows = math.ceil((heads + 1) / columns)
@@ -97,7 +83,7 @@ def _heads_figure(rec: dict, entry: dict, out: Path) -> Path:
     ax.imshow(rgb)
     if truths is not None:
         for k, object_id in enumerate(entry["objects"]):
-            _outline(ax, truths[int(object_id)], PALETTE[k % len(PALETTE)] / 255, 1.0)
+            outline(ax, truths[int(object_id)], PALETTE[k % len(PALETTE)] / 255, 1.0)
     ax.set_title(entry["name"], fontsize=7)
     ax.axis("off")
     best_of = {}
@@ -106,8 +92,8 @@ def _heads_figure(rec: dict, entry: dict, out: Path) -> Path:
     for h in range(heads):
         ax = fig.add_subplot(rows, columns, h + 2)
         colour = PALETTE[h % len(PALETTE)]
-        ax.imshow(_tinted(rgb, masks[h], colour))
-        _outline(ax, masks[h], colour / 255, 1.0)
+        ax.imshow(tinted(rgb, masks[h], colour))
+        outline(ax, masks[h], colour / 255, 1.0)
         best = best_of.get(h, [])
         note = (f", best for object {', '.join(best)}" if 0 < len(best) <= SHOW_OBJECTS
                 else f", best for {len(best)} objects" if best else "")
@@ -128,6 +114,7 @@ def attention_mask_figures(records: Sequence[dict], out_dir: str | os.PathLike, 
         entries = rec.get("figure_images", [])[:overlay_images]
         if not entries:
             continue
-        files.append(_objects_figure(rec, entries, out))
-        files.append(_heads_figure(rec, entries[0], out))
+        maps = [entry_maps(entry) for entry in entries]  # each image and its masks decoded once, for both figures
+        files.append(_objects_figure(rec, entries, maps, out))
+        files.append(_heads_figure(rec, entries[0], maps[0], out))
     return files

@@ -26,14 +26,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from PIL import Image
 
-from evaluate.outputs.drawing import DPI, PALETTE, FigureError, save_png
+from evaluate.outputs.drawing import ALPHA, DPI, PALETTE, FigureError, save_png
 
 TILE_INCHES = 2.0
 LEGEND_INCHES = 0.6
 PREDICTION_COLOUR = (0.0, 0.51, 0.78)  # filled, ALPHA
 TRUTH_COLOUR = (1.0, 0.84, 0.0)  # outline
 CROWD_COLOUR = (0.85, 0.85, 0.85)  # dashed outline
-ALPHA = 0.5
 
 
 def _load_json(path: Path, what: str):

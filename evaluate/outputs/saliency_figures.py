@@ -13,19 +13,9 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 from matplotlib.figure import Figure
 
-from evaluate.outputs.drawing import DPI, PALETTE, safe_name, save_png
-
-ALPHA = 0.5  # the mask's tint over the image
-
-
-def _tinted(rgb: np.ndarray, mask: np.ndarray, colour: np.ndarray) -> np.ndarray:
-    """rgb (H, W, 3) uint8 with `mask` (H, W) bool tinted by `colour` (3,): (H, W, 3) uint8."""
-    out = rgb.astype(np.float64)
-    out[mask] = (1 - ALPHA) * out[mask] + ALPHA * colour
-    return np.rint(out).astype(np.uint8)
+from evaluate.outputs.drawing import DPI, PALETTE, outline, safe_name, save_png, tinted
 
 
 def saliency_figures(records: Sequence[dict], out_dir: str | os.PathLike, *, overlay_images: int) -> list[Path]:
@@ -48,12 +38,10 @@ def saliency_figures(records: Sequence[dict], out_dir: str | os.PathLike, *, ove
                 ax = fig.add_subplot(len(rows), len(entries), r * len(entries) + c + 1)
                 mask = masked(image_maps)
                 colour = PALETTE[r % len(PALETTE)]
-                ax.imshow(_tinted(image_maps[0], mask, colour))
-                if mask.any() and not mask.all():  # the outline keeps the mask readable over a shape of its colour
-                    ax.contour(mask.astype(np.float64), levels=[0.5], colors=[colour / 255], linewidths=1.5)
-                truth = image_maps[3]
-                if truth is not None and truth.any() and not truth.all():
-                    ax.contour(truth.astype(np.float64), levels=[0.5], colors="white", linewidths=0.8)
+                ax.imshow(tinted(image_maps[0], mask, colour))
+                outline(ax, mask, colour / 255, 1.5)
+                if image_maps[3] is not None:
+                    outline(ax, image_maps[3], "white", 0.8)
                 ax.set_title(f"{label}: {entry['name']}", fontsize=7)
                 ax.axis("off")
         truth_note = ", truth outlined in white" if any(m[3] is not None for m in maps) else ""

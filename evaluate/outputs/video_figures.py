@@ -19,9 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from evaluate.outputs.drawing import DPI, PALETTE, FigureError, safe_name, save_png
+from evaluate.outputs.drawing import ALPHA, DPI, PALETTE, FigureError, safe_name, save_png
 from evaluate.outputs.overlays import (
-    ALPHA,
     LEGEND_INCHES,
     SEALED_LEGEND,
     TILE_INCHES,

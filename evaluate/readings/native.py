@@ -27,7 +27,7 @@ import torch
 from evaluate.pixels.images import normalise
 from evaluate.plumbing.atomic import atomic_path, read_json, write_json
 from evaluate.readings.features import DTYPES, FeatureError, network_precision
-from evaluate.readings.runner import Reading, network_identity, write_meta
+from evaluate.readings.runner import Reading
 
 KEYS = "keys-native.npy"
 INDEX = "native.json"
@@ -61,25 +61,6 @@ def native_keys(model: torch.nn.Module, image: torch.Tensor) -> tuple[np.ndarray
     if keys.shape[0] != grid[0] * grid[1]:
         raise FeatureError(f"the network gave {keys.shape[0]} keys for a {grid[0]} x {grid[1]} grid")
     return keys.detach().to("cpu", torch.float32).numpy(), grid
-
-
-def extract_native_shard(model: torch.nn.Module, open_image: Callable[[int], Any], image_ids: Sequence[int],
-                         out_dir: str | os.PathLike, *, dtype: str, device: str = "cpu", precision: str = "float32",
-                         threads: int | None = None, meta: dict | None = None) -> Path:
-    """keys-native of `image_ids` (each opened by `open_image(id)` -> RGB PIL image) into `out_dir` (returned), with
-    its meta.json (`write_meta`: `meta`, what the caller knows, and the network's form and geometry).
-
-    dtype: stored dtype (float16 or float32); precision: the network's arithmetic (`network_precision`). The
-    workflow reads through `evaluate.readings.runner.run_reading` with `write_native` as the body instead.
-    """
-    if threads:
-        torch.set_num_threads(int(threads))
-    identity = {**(meta or {}), "reading": KEYS_NATIVE.name, **network_identity(model), "device": str(device),
-                "precision": precision}
-    write_meta(Path(out_dir) / META, lambda: write_native(model.to(device).eval(), open_image, image_ids, out_dir,
-                                                          dtype=dtype, device=device, precision=precision),
-               identity=identity)
-    return Path(out_dir)
 
 
 def write_native(model: torch.nn.Module, open_image: Callable[[int], Any], image_ids: Sequence[int],
