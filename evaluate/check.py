@@ -104,8 +104,8 @@ def _opened(spec: dict[str, Any], demo: dict | None, writer: str, section: str, 
 
 def listed(exp: Experiment, scratch: Path) -> tuple[dict[str, int], dict[str, int], dict[str, list]]:
     """(images per data set, or sequences for a video set; shards per data set, or sequences; each discovery set's
-    image sizes (height, width))."""
-    from PIL import Image
+    image sizes (height, width), from each file's header as the reading opens it)."""
+    from evaluate.pixels.images import ImageError, header_size
 
     counts, units, sizes = {}, {}, {}
     shard_size = int(exp.config["features"]["shard_size"])
@@ -119,8 +119,8 @@ def listed(exp: Experiment, scratch: Path) -> tuple[dict[str, int], dict[str, in
         if entry.section == "discovery":
             sizes[name] = []
             for image_id in dataset.image_ids:
-                with Image.open(dataset.image_path(image_id)) as image:
-                    sizes[name].append((image.height, image.width))
+                width, height = header_size(dataset.image_path(image_id), "image", ImageError)
+                sizes[name].append((height, width))
     return counts, units, sizes
 
 

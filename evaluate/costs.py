@@ -172,7 +172,7 @@ def jobs_per_rule(exp: Experiment, units: Mapping[str, int]) -> dict[str, int]:
     select, train = exp.select_dataset, exp.probe_train_dataset
     videos, boxes, saliency = exp.section("videos"), exp.section("discovery"), exp.section("saliency")
     segmentation, semseg = exp.section("segmentation"), exp.section("semseg")
-    fitted = {config["semseg"][name].get("fit_on") or name for name in semseg}  # each set whose clusters are fitted
+    fitted = {exp.fit_set(name) for name in semseg}  # each set whose clusters are fitted
 
     def shards(names: Iterable[str]) -> int:
         return sum(units[name] for name in names)
@@ -241,7 +241,7 @@ def disk(exp: Experiment, images: Mapping[str, int], geometries: Mapping[str, Ge
     geometry;
     native_patches: per (discovery data set, patch size), the sum over its images of ceil(H / p) * ceil(W / p).
     """
-    from evaluate.pixels.tokens320 import tokens320_side
+    from evaluate.pixels.tokens320 import tokens320_grid
 
     dtype = DTYPE_BYTES[exp.config["features"]["dtype"]]
     coco_images = sum(images[name] for name in exp.section("datasets"))
@@ -252,7 +252,7 @@ def disk(exp: Experiment, images: Mapping[str, int], geometries: Mapping[str, Ge
         per_image = sum(rows * width for rows, width in geometry.kinds.values()) * dtype
         features += coco_images * per_image
         native += sum(native_patches[(d, geometry.patch)] for d in exp.section("discovery")) * geometry.width * dtype
-        grid = tokens320_side(geometry.patch) // geometry.patch
+        grid = tokens320_grid(geometry.patch)
         tokens320 += semseg_images * grid * grid * geometry.width * DTYPE_BYTES["float32"]
     return Disk(features=features, native=native, inputs=coco_images * INPUT_BYTES, tokens320=tokens320,
                 kept=bool(exp.config["features"].get("keep", True)))

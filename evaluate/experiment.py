@@ -162,11 +162,11 @@ class Experiment:
         self.datasets = dataset_table(self.config)
         if not self.datasets:
             raise ConfigError("no data sets: name some under " + ", ".join(f"'{s}:'" for s in SECTIONS))
-        for name, data in self.datasets.items():  # clusters fitted on another set name one of the same section
-            fitted_on = (self.config.get(data.section) or {}).get(name, {}).get("fit_on")
-            if fitted_on is not None and fitted_on not in self.section(data.section):
-                raise ConfigError(f"{data.section}.{name}.fit_on: {fitted_on!r} is not a {data.section} data set "
-                                  f"(one of {', '.join(self.section(data.section))})")
+        semseg = self.section("semseg")
+        for name in semseg:  # clusters fitted on another set name one of the same section
+            if self.fit_set(name) not in semseg:
+                raise ConfigError(f"semseg.{name}.fit_on: {self.fit_set(name)!r} is not a semseg data set "
+                                  f"(one of {', '.join(semseg)})")
         if self.section("videos"):
             self._propagation()  # the video settings checked before any job
         features = self.config.get("features", {})
@@ -272,6 +272,10 @@ class Experiment:
     def section(self, section: str) -> dict[str, DataSet]:
         """The data sets of one config section (`datasets:`, `videos:`, ...), by name, in the config's order."""
         return {name: d for name, d in self.datasets.items() if d.section == section}
+
+    def fit_set(self, name: str) -> str:
+        """The semseg set whose tokens fit the clusters of semseg set `name`: its `fit_on`, else `name` itself."""
+        return self.config["semseg"][name].get("fit_on") or name
 
     def by_role(self, role: str) -> list[str]:
         """The `datasets:` entries (images with COCO labels) of a role: select, eval or probe-train."""

@@ -73,3 +73,18 @@ def test_two_runs_whose_shards_were_extracted_in_opposite_orders_give_the_same_c
     assert [m["measure"] for m in record["measures"]] == ["unsup_miou", "unsup_acc"]
     assert set(record["cluster_to_class"]) == {0, 1, 2, 3} and sum(record["hungarian"]) == 4  # the fifth: by majority
     assert len(record["figure_images"]) == 4 and all("truth" in e for e in record["figure_images"])
+
+
+def test_more_clusters_than_an_8_bit_map_holds_are_refused_before_the_fit(shapes):
+    """The folder set's 4 classes + 252 extra make 256 clusters, the most a cluster map holds; 253 extra, 257, are
+    refused naming the key, before any token is read."""
+    from evaluate import ConfigError
+    from evaluate.semseg.protocol import cluster_settings
+
+    _, spec, _ = shapes
+    assert cluster_settings(spec, {**CLUSTERING, "extra_clusters": 252}).k == 256
+    with pytest.raises(ConfigError) as refused:
+        cluster_settings(spec, {**CLUSTERING, "extra_clusters": 253})
+    assert str(refused.value) == ("semseg.shapes.extra_clusters: 4 classes + 253 make 257 clusters, more than an "
+                                  "8-bit cluster map holds (256)")
+

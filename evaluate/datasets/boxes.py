@@ -155,7 +155,7 @@ class CocoBoxes:
                  image_list: str | os.PathLike | None = None):
         self.images_dir = Path(images)
         self.annotations_path = self.labels_path = Path(annotations)
-        entries, _ = self._load()
+        entries, annotations = self._load()
         if image_list is not None:
             list_path = Path(image_list)
             if not list_path.is_file():
@@ -179,6 +179,7 @@ class CocoBoxes:
             chosen = sorted(entries)
         self.image_ids = chosen
         self._entries = {i: entries[i] for i in chosen}
+        self._annotations = [ann for ann in annotations if ann["image_id"] in self._entries]  # the chosen images'
         self.names = [str(self._entries[i]["file_name"]) for i in chosen]
         for image_id in chosen:
             path = self.image_path(image_id)
@@ -197,7 +198,7 @@ class CocoBoxes:
 
     def _load(self) -> tuple[dict[int, dict], list[dict]]:
         """(image id -> image entry, annotations) of the annotation file, its structure checked (module docstring):
-        where the data set is listed, and again where a scoring job reads its boxes."""
+        read once, as the data set is opened (COCO20k's is train2017's 450 MB file)."""
         path = self.annotations_path
         data = read_coco_json(path, BoxDataError)
         images = image_entries(data, path, BoxDataError)
@@ -238,17 +239,16 @@ class CocoBoxes:
     def boxes(self) -> dict[int, list[Box]]:
         """The non-crowd instances' boxes per image id, each checked against its image's real size (its declared
         size must be it); reading the annotations is opening the labels."""
-        entries, annotations = self._load()
         out: dict[int, list[Box]] = {i: [] for i in self.image_ids}
         sizes: dict[int, tuple[int, int]] = {}
-        for ann in annotations:
+        for ann in self._annotations:
             image_id = ann["image_id"]
-            if image_id not in out or ann.get("iscrowd", 0):
+            if ann.get("iscrowd", 0):
                 continue
             x, y, w, h = (float(v) for v in ann["bbox"])
             box = (round(x), round(y), round(x + w), round(y + h))
             if image_id not in sizes:
-                sizes[image_id] = self._checked_size(image_id, entries[image_id])
+                sizes[image_id] = self._checked_size(image_id, self._entries[image_id])
             width, height = sizes[image_id]
             out[image_id].append(_check_box(box, width, height, f"{self.annotations_path} (annotation {ann['id']})"))
         return out

@@ -31,7 +31,7 @@ from PIL import Image
 
 from evaluate.plumbing.provenance import sha256_file, sha256_json
 from evaluate.datasets import DataSetError, files_by_stem
-from evaluate.pixels.images import check_min_side, header_size, opened_image, to_rgb
+from evaluate.pixels.images import check_min_side, header_size, opened_image, stored_rgb
 
 SET_LAYOUTS = {  # the set's name -> (images folder, masks folder) under its root, as each download unpacks
     "ecssd": ("images", "ground_truth_mask"),
@@ -170,7 +170,7 @@ def image_size(path: str | os.PathLike) -> tuple[int, int]:
 
 def read_image(pair: SaliencyPair) -> Image.Image:
     """The pair's photo in RGB as stored (no EXIF orientation, the sets' masks are drawn on the stored pixels)."""
-    return to_rgb(_decoded(pair.image, "image"))
+    return stored_rgb(pair.image, "image", SaliencyDataError)
 
 
 def read_mask_levels(pair: SaliencyPair) -> np.ndarray:

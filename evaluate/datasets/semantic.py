@@ -36,7 +36,7 @@ from PIL import Image
 from evaluate.datasets import DataSetError, files_by_stem
 from evaluate.datasets.lists import read_lines, unique
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.pixels.images import opened_image, to_rgb
+from evaluate.pixels.images import header_size, opened_image, stored_rgb
 
 IGNORE = 255  # the label value that counts neither for nor against a score
 SINGLE_CHANNEL_MODES = ("1", "L", "P", "I", "I;16", "I;16L", "I;16B", "I;16N")
@@ -84,21 +84,6 @@ def ids_for(names: Sequence[str], where: Path) -> tuple[list[int], list[str]]:
 def label_identity(root: Path, paths: Iterable[Path]) -> str:
     """sha256 of the canonical JSON of [path relative to `root` (posix), sha256 of the file] in the given order."""
     return sha256_json([[Path(p).relative_to(root).as_posix(), sha256_file(p)] for p in paths])
-
-
-def stored_rgb(path: Path) -> Image.Image:
-    """An image file as stored, decoded in full, in RGB (`to_rgb`); no EXIF orientation. A missing, unidentifiable,
-    corrupt or truncated file is one line naming it."""
-    with opened_image(path, "image", SemanticDataError) as img:
-        img.load()
-        rgb = to_rgb(img)
-        return rgb.copy() if rgb is img else rgb
-
-
-def header_size(path: Path, what: str = "image") -> tuple[int, int]:
-    """(width, height) of an image file as stored, from its header (nothing decoded)."""
-    with opened_image(path, what, SemanticDataError) as img:
-        return img.size
 
 
 def read_label_png(path: Path) -> np.ndarray:
@@ -187,11 +172,11 @@ class SemanticSet:
 
     def open_image(self, image_id: int) -> Image.Image:
         """The image in RGB as stored (no EXIF orientation)."""
-        return stored_rgb(self.image_path(image_id))
+        return stored_rgb(self.image_path(image_id), "image", SemanticDataError)
 
     def image_size(self, image_id: int) -> tuple[int, int]:
         """(width, height) of the image as stored, read without decoding it."""
-        return header_size(self.image_path(image_id))
+        return header_size(self.image_path(image_id), "image", SemanticDataError, oriented=False)
 
     @cached_property
     def annotations_sha256(self) -> str:

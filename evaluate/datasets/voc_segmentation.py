@@ -36,7 +36,7 @@ from evaluate.datasets import DataSetError
 from evaluate.datasets.davis import PALETTE
 from evaluate.datasets.lists import read_lines, unique
 from evaluate.plumbing.provenance import sha256_file, sha256_json
-from evaluate.pixels.images import open_rgb, opened_image
+from evaluate.pixels.images import header_size, open_rgb, opened_image
 
 KIND = "voc-segmentation"
 DEFAULT_SPLIT = "val"
@@ -44,8 +44,6 @@ BACKGROUND = 0
 VOID = 255
 CLASSES = 20  # SegmentationClass: 1..20 the classes
 OBJECTS, CLASS_MAPS = "SegmentationObject", "SegmentationClass"
-EXIF_ORIENTATION = 0x0112
-TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)  # EXIF orientations that swap width and height
 
 
 class SegmentationDataError(DataSetError):
@@ -56,14 +54,6 @@ def voc_palette() -> list[int]:
     """VOC's colour map as PIL's flat palette (768 ints): index i's colour spreads i's bits, three at a time, over
     the high bits of R, G and B (1 -> (128, 0, 0), 255 -> (224, 224, 192)); DAVIS's masks use the same map."""
     return list(PALETTE)
-
-
-def oriented_size(path: Path, error: type[Exception] = SegmentationDataError) -> tuple[int, int]:
-    """(width, height) of an image file as section 3 opens it (EXIF orientation applied), from its header alone."""
-    with opened_image(path, "image", error) as img:
-        width, height = img.size
-        orientation = img.getexif().get(EXIF_ORIENTATION)
-    return (height, width) if orientation in TRANSPOSING_ORIENTATIONS else (width, height)
 
 
 def object_classes(objects: np.ndarray, classes: np.ndarray, ids: list[int]) -> list[int]:
@@ -173,7 +163,7 @@ class VocSegmentation:
                     "downloaded")
             size = img.size
             indices = np.array(img, dtype=np.uint8) if decode else None
-        image_size = oriented_size(self.image_path(image_id))
+        image_size = header_size(self.image_path(image_id), "image", SegmentationDataError)
         if size != image_size:
             raise SegmentationDataError(f"{path}: {size[0]} x {size[1]} px, its image {self.image_path(image_id)} is "
                                         f"{image_size[0]} x {image_size[1]}")

@@ -143,6 +143,15 @@ def header_size(path: str | os.PathLike, what: str, error: type[Exception], *,
     return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
 
 
+def stored_rgb(path: str | os.PathLike, what: str, error: type[Exception]) -> Image.Image:
+    """An image file as stored (no EXIF orientation: for sets whose labels are drawn on the stored pixels), decoded
+    in full, in RGB (`to_rgb`). Errors as `opened_image`'s."""
+    with opened_image(path, what, error) as img:
+        img.load()
+        rgb = to_rgb(img)
+        return rgb.copy() if rgb is img else rgb
+
+
 def open_rgb(path: str | os.PathLike) -> Image.Image:
     """Open an image file as an RGB PIL image, EXIF orientation applied, fully decoded.
 

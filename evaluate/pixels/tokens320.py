@@ -42,6 +42,11 @@ def tokens320_side(patch: int) -> int:
     return patch * math.ceil(TARGET / patch)
 
 
+def tokens320_grid(patch: int) -> int:
+    """g = s / p: 20 for p 16, 40 for p 8, 23 for p 14."""
+    return tokens320_side(patch) // int(patch)
+
+
 def tokens320_geometry(width: int, height: int, side: int) -> tuple[int, int, int, int]:
     """(new_w, new_h, left, top): the resized size (short side `side`, long side int(side * long / short)) and the
     centre crop's offset. 640 x 480 at 320 -> (426, 320, 53, 0)."""

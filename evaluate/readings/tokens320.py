@@ -30,15 +30,10 @@ from PIL import Image
 from evaluate.plumbing.atomic import atomic_path, write_json
 from evaluate.readings.features import IDS, FeatureError
 from evaluate.readings.runner import Reading, Shard
-from evaluate.pixels.tokens320 import TRANSFORM, tokens320_input, tokens320_side
+from evaluate.pixels.tokens320 import TRANSFORM, tokens320_grid, tokens320_input, tokens320_side
 
 TOKENS320 = Reading("tokens320", form="released", precision="float32")
 TOKENS = "tokens320.npy"
-
-
-def tokens320_grid(patch: int) -> int:
-    """g = s / p: 20 for p 16, 40 for p 8, 23 for p 14."""
-    return tokens320_side(patch) // int(patch)
 
 
 def network_input(img: Image.Image, patch: int) -> torch.Tensor:

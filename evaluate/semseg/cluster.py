@@ -47,9 +47,9 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse
-from threadpoolctl import threadpool_limits
 
 from evaluate.plumbing.provenance import sha256_bytes
+from evaluate.plumbing.threads import one_blas_thread
 from evaluate.semseg import SemsegError
 
 BLOCK_ROWS = 4096  # tokens per block of every pass (part of the arithmetic: the blocks are fixed from X's start)
@@ -519,7 +519,7 @@ def fit_clusters(stream: TokenStream, settings: ClusterSettings, threads: int = 
         first = int(rng.integers(n))
         draws.append((first, [float(rng.random()) for _ in range(k - 1)]))
     workers = max(1, min(int(threads), settings.n_init))
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+    with one_blas_thread(), ThreadPoolExecutor(workers) as pool:
         def each(work: Callable[[int], Any], restarts: Sequence[int]) -> list:
             return list(pool.map(work, restarts)) if workers > 1 else [work(r) for r in restarts]
 

@@ -33,11 +33,12 @@ from evaluate.scores.measures import make_measure
 from evaluate.semseg import SemsegError
 
 MEASURES = ("unsup_miou", "unsup_acc")
+MAP_CLUSTERS = 256  # a cluster map is 8-bit: K above it is refused before the fit (`protocol.cluster_settings`)
 
 
 def cluster_map(tokens: np.ndarray, centres: np.ndarray, side: int) -> np.ndarray:
     """One image's clusters on its s x s square: tokens (g * g, D) float (raw, as read), centres (K, D) float64 unit
-    rows -> (side, side) uint8 (uint16 where K > 256): the argmax of the bilinearly upsampled logits T C^T."""
+    rows, K <= MAP_CLUSTERS -> (side, side) uint8: the argmax of the bilinearly upsampled logits T C^T."""
     tokens = np.asarray(tokens)
     centres = np.asarray(centres, dtype=np.float64)
     g = round(tokens.shape[0] ** 0.5) if tokens.ndim == 2 else 0
@@ -48,7 +49,7 @@ def cluster_map(tokens: np.ndarray, centres: np.ndarray, side: int) -> np.ndarra
     grid = torch.from_numpy(np.ascontiguousarray(logits.T.reshape(1, -1, g, g)))
     upsampled = torch.nn.functional.interpolate(grid, size=(int(side), int(side)), mode="bilinear",
                                                 align_corners=False)[0].numpy()
-    return np.argmax(upsampled, axis=0).astype(np.uint8 if centres.shape[0] <= 256 else np.uint16)
+    return np.argmax(upsampled, axis=0).astype(np.uint8)
 
 
 def cluster_confusion(clusters: np.ndarray, labels: np.ndarray, n_clusters: int, n_classes: int) -> np.ndarray:

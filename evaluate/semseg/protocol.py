@@ -10,7 +10,7 @@ workflow/rules/semseg.smk, one after the other for each checkpoint and set.
   PNG per image (`{id}.png`, 8-bit cluster ids) in a folder per shard, written under a temporary name, then renamed.
   Label-free.
 - `score` (job `score_semseg`): the set's labels opened once, on the record: each image's labels cut to its square
-  (`transform.tokens320_labels`), its cluster-by-class confusion, one Hungarian matching for the whole set, `unsup_miou`
+  (`evaluate.pixels.tokens320.tokens320_labels`), its cluster-by-class confusion, one Hungarian matching for the whole set, `unsup_miou`
   and `unsup_acc` with intervals over images, the assignment held fixed (`matching.score_set`); the record keeps M, the
   assignment, the per-class IoU, the fit's summary and the first images' maps for the figures (and, for an unsealed
   set, their truths).
@@ -53,9 +53,16 @@ def cluster_settings(spec: dict, clustering: dict) -> Any:
     from evaluate.datasets import open_dataset
     from evaluate.semseg.cluster import ClusterSettings
 
+    from evaluate import ConfigError
+    from evaluate.semseg.matching import MAP_CLUSTERS
+
     classes = len(open_dataset(spec).class_names)
-    return ClusterSettings(k=classes + int(clustering["extra_clusters"]), seed=int(clustering["seed"]),
-                           n_init=int(clustering["n_init"]), max_iter=int(clustering["max_iter"]))
+    k = classes + int(clustering["extra_clusters"])
+    if k > MAP_CLUSTERS:
+        raise ConfigError(f"semseg.{spec['name']}.extra_clusters: {classes} classes + {clustering['extra_clusters']} "
+                          f"make {k} clusters, more than an 8-bit cluster map holds ({MAP_CLUSTERS})")
+    return ClusterSettings(k=k, seed=int(clustering["seed"]), n_init=int(clustering["n_init"]),
+                           max_iter=int(clustering["max_iter"]))
 
 
 def fit(*, spec: dict, clustering: dict, shard_dirs: Sequence[str | os.PathLike], threads: int,
@@ -68,11 +75,11 @@ def fit(*, spec: dict, clustering: dict, shard_dirs: Sequence[str | os.PathLike]
     from evaluate.semseg.cluster import TokenStream, fit_clusters
 
     settings = cluster_settings(spec, clustering)
-    metas = [read_json(Path(d) / META) for d in shard_dirs]
+    meta = read_json(Path(shard_dirs[0]) / META)  # every shard's meta names the same checkpoint, manifest and grid
     stream = TokenStream.from_npy([Path(d) / TOKENS for d in shard_dirs])
     result = fit_clusters(stream, settings, threads=threads)
-    record = {"dataset": spec["name"], "checkpoint_sha256": metas[0]["checkpoint_sha256"],
-              "manifest_sha256": metas[0]["manifest_sha256"], "grid": metas[0]["grid"], "side": metas[0]["side"],
+    record = {"dataset": spec["name"], "checkpoint_sha256": meta["checkpoint_sha256"],
+              "manifest_sha256": meta["manifest_sha256"], "grid": meta["grid"], "side": meta["side"],
               **result.record()}
     write_json(out, record)
     log.info("%s: %d tokens in %d clusters, restart %d of %d, objective %.6g, %s Lloyd assignments", spec["name"],
@@ -90,11 +97,11 @@ def predict(*, fit_file: str | os.PathLike, shard_dir: str | os.PathLike, out_di
     from evaluate.readings.tokens320 import TOKENS
     from evaluate.semseg import SemsegError
     from evaluate.semseg.cluster import ClusterFit
-    from evaluate.semseg.matching import cluster_map
+    from evaluate.semseg.matching import MAP_CLUSTERS, cluster_map
 
     record = read_json(fit_file)
     centres = ClusterFit.from_record(record).centres
-    if centres.shape[0] > 256:
+    if centres.shape[0] > MAP_CLUSTERS:  # a fit file not written by `fit`
         raise SemsegError(f"{fit_file}: {centres.shape[0]} clusters do not fit an 8-bit map")
     meta, ids = read_json(Path(shard_dir) / META), read_json(Path(shard_dir) / IDS)
     if meta["checkpoint_sha256"] != record["checkpoint_sha256"]:

@@ -199,6 +199,11 @@ def sequence_source(wildcards):
     return f"{v.fields['root']}/JPEGImages/{v.fields['resolution']}/{wildcards.sequence}"
 
 
+def fitted_clusters(wildcards):
+    """The clusters a semseg set's maps are predicted with: those fitted on its `fit_on` set, or on itself."""
+    return paths.SEMSEG_FIT.format(checkpoint=wildcards.checkpoint, dataset=EXP.fit_set(wildcards.dataset))
+
+
 def first_shard_meta(wildcards):
     """The meta.json of a checkpoint's first shard of a data set: where its scoring records read the architecture."""
     return feature_shards(wildcards.checkpoint, wildcards.dataset)[0]

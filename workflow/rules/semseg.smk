@@ -75,10 +75,7 @@ rule predict_clusters:
     input:
         tokens=paths.TOKENS320,
         meta=paths.FEATURES_META,
-        fit=lambda wildcards: paths.SEMSEG_FIT.format(
-            checkpoint=wildcards.checkpoint,
-            dataset=config["semseg"][wildcards.dataset].get("fit_on") or wildcards.dataset,
-        ),
+        fit=fitted_clusters,
     output:
         maps=directory(paths.SEMSEG_MAPS),
     log:
@@ -105,10 +102,7 @@ rule score_semseg:
         manifest=paths.MANIFEST,
         maps=per_shard(paths.SEMSEG_MAPS),
         meta=first_shard_meta,
-        fit=lambda wildcards: paths.SEMSEG_FIT.format(
-            checkpoint=wildcards.checkpoint,
-            dataset=config["semseg"][wildcards.dataset].get("fit_on") or wildcards.dataset,
-        ),
+        fit=fitted_clusters,
         checkpoint=checkpoint_path,
     output:
         record=paths.SEMSEG_RECORD,
