@@ -48,7 +48,7 @@ from evaluate.readings.attention_spread import image_row_means, tokens_and_sprea
 from evaluate.demo.checkpoints import demo_network
 from evaluate.networks.registry import ARCHITECTURES, REGISTRY
 
-# XCiT has no reading (§13); the default is the seed's ViTs, the DINO family (§11) runs when named
+# XCiT has no reading (§13); the default is the seed's ViTs, the DINO family (docs/design.md §14) runs when named
 VIT_ARCHITECTURES = ("vit-s16", "vit-s16-layerscale", "augvit-s16")
 ALL_VIT_ARCHITECTURES = VIT_ARCHITECTURES + tuple(
     name for name in reversed(ARCHITECTURES) if REGISTRY[name].block and name not in VIT_ARCHITECTURES)

@@ -24,7 +24,6 @@ import math
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.machine import machine_line
+from bench.scale import best_of, timed
 from bench.shared_data import COCO_MINI, skip_unless
 from evaluate.attention.masks import MaskTally, mass_masks, score_image
 from evaluate.datasets.voc_segmentation import VocSegmentation
@@ -73,15 +73,6 @@ def write_set(folder: Path, n: int) -> None:
         (folder / "SegmentationClass" / f"{name}.png").write_bytes(palette_png(np.minimum(resized, 1)))
     (folder / "ImageSets" / "Segmentation" / "val.txt").write_text("".join(
         Path(i["file_name"]).stem + "\n" for i in images))
-
-
-def best_of(repeats: int, run) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def part_times(model: VisionTransformer, dataset: VocSegmentation, image_id: int, patch: int,
@@ -139,8 +130,8 @@ def main() -> None:
         # alternated, so that a load that comes and goes on a shared machine weighs on both alike
         plain, measured = math.inf, math.inf
         for _ in range(args.repeats):
-            plain = min(plain, best_of(1, forward_only))
-            measured = min(measured, best_of(1, whole))
+            plain = min(plain, timed(forward_only))
+            measured = min(measured, timed(whole))
         ratio = plain / measured
         print(f"forward: {len(ids) / plain:.2f} images/s; reading + masks + score: {len(ids) / measured:.2f} "
               f"images/s: x{ratio:.3f} the forward's speed (goal: at least 0.9)")

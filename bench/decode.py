@@ -140,8 +140,8 @@ def main(argv=None) -> int:
         keys, source = synthetic_keys(args.images)
     n = len(keys)
     grid_rc = square_grid(keys.shape[1])
-    print(f"keys: {source}")
     print(machine_line())
+    print(f"keys: {source}")
     print(f"BLAS threads {args.threads}; load average {os.getloadavg()[0]:.1f} "
           f"(other jobs on the machine inflate every figure)")
 

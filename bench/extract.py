@@ -8,7 +8,7 @@ seeded weights.
 so the figures are those of an extract job.
 
 The default run times the seed's four (ViT-S/16, with LayerScale, Aug-ViT-S circulant2, XCiT-S12/16). The DINO
-family of docs/design.md §11 (vit-s8, vit-b16, vit-b8, dinov2-{s,b,l}14[-reg4]) and DINOv3's ViTs of §14
+family of docs/design.md §14 (vit-s8, vit-b16, vit-b8, dinov2-{s,b,l}14[-reg4]) and DINOv3's ViTs of §14.1
 (dinov3-s16, -s16plus, -b16, -l16, -h16plus) are opt-in, named with --architectures: the DINO family's three rows of
 docs/speed.md alone (ViT-S/8, ViT-B/16, DINOv2-S/14-reg4: 361 + 170 + 69 GFLOP per keys480 image, counted as below)
 are three times the seed's four (50 + 50 + 61 + 40), and ViT-S/8's plain reference holds 6 x 3600^2 attention
@@ -275,12 +275,10 @@ def plain_dinov3_forward(model, x: Tensor, sdpa: bool = False) -> tuple[Tensor, 
     return z[:, prefix:], keys[:, prefix:]
 
 
-AUTHORS_SDPA = False  # --authors-sdpa: DINOv3's reference attends as their code does
-
-
-def plain_forward(model, x: Tensor) -> tuple[Tensor, Tensor]:
+def plain_forward(model, x: Tensor, authors_sdpa: bool = False) -> tuple[Tensor, Tensor]:
+    """(tokens, keys) of the reference forward; authors_sdpa (--authors-sdpa): DINOv3's attends as their code does."""
     if hasattr(model, "rope_embed"):
-        return plain_dinov3_forward(model, x, AUTHORS_SDPA)
+        return plain_dinov3_forward(model, x, authors_sdpa)
     return plain_xcit_forward(model, x) if hasattr(model, "pos_embeder") else plain_vit_forward(model, x)
 
 
@@ -376,8 +374,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--authors-sdpa", action="store_true", help="DINOv3's reference attends with "
                         "scaled_dot_product_attention, as their code does (default: explicit softmax attention)")
     args = parser.parse_args(argv)
-    global AUTHORS_SDPA
-    AUTHORS_SDPA = args.authors_sdpa
     torch.set_num_threads(args.threads)
     size = 2048
     a, b, out = torch.randn(size, size), torch.randn(size, size), torch.empty(size, size)
@@ -404,8 +400,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"table for {math.isqrt(model.pos_embed.shape[1] - 1)}^2 patches resampled by the "
                   f"{model.position_rule!r} rule")
         readings = [
-            ("keys480", 480, "keys", model.last_keys, lambda x, m=model: plain_forward(m, x)[1]),
-            ("tokens224", 224, "tokens", model.tokens, lambda x, m=model: plain_forward(m, x)[0]),
+            ("keys480", 480, "keys", model.last_keys, lambda x, m=model: plain_forward(m, x, args.authors_sdpa)[1]),
+            ("tokens224", 224, "tokens", model.tokens, lambda x, m=model: plain_forward(m, x, args.authors_sdpa)[0]),
         ]
         for name, nominal, reading, ours, plain in readings:
             side = geometry.keys480_side if name == "keys480" else nominal  # 476 for p 14

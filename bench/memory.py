@@ -14,7 +14,7 @@ whatever the data set's size; PSS counts each shared page once and is the figure
 --architecture picks the seeded checkpoint's network (default vit-s16, the seed's; any registry name, in the
 backbone form, `features.form`'s default): `--architecture vit-s8` runs the same measurement on a ViT-S/8, whose
 keys480 are (N, 3600, 384) per shard against ViT-S/16's (N, 900, 384), so its extract and decode jobs hold four
-times the rows per image (docs/design.md §11). The header prints the network's reading shapes. ViT-S/8 costs about
+times the rows per image (docs/design.md §14). The header prints the network's reading shapes. ViT-S/8 costs about
 seven times ViT-S/16's network work per image: on 2 shared cores (load ~5) `--architecture vit-s8 --small 10
 --large 50 --shard-size 5` (the same 5x in images and in shards as 30 -> 150 in shards of 10) took 15 + 20 minutes;
 the default 30 -> 150 would take over an hour there.

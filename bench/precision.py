@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--architectures", nargs="+", default=list(reversed(SEED_ARCHITECTURES)),
                         choices=ARCHITECTURES, metavar="A",
                         help=f"which seeded checkpoints, of {', '.join(ARCHITECTURES)} (default: the seed's four; "
-                        f"the DINO family of docs/design.md §11 only when named, ViT-L among it)")
+                        f"the DINO family of docs/design.md §14 only when named, ViT-L among it)")
     add_job_options(parser, "--batch", "--threads", "--workers")
     parser.add_argument("--device", default=FEATURES["device"], help=f"features.device ({FEATURES['device']})")
     args = parser.parse_args(argv)

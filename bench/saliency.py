@@ -26,7 +26,6 @@ import dataclasses
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.machine import machine_line
+from bench.scale import best_of
 from bench.shared_data import DAVIS_MINI, skip_unless
 from evaluate.networks.vit import VisionTransformer
 from decoders.bilateral import TOKENCUT_SOLVER, bilateral_refine, bilateral_system, solve_system
@@ -60,15 +60,6 @@ def write_set(folder: Path, n: int, size: tuple[int, int]) -> None:
                                                                                      quality=95)
         mask = DAVIS_MINI / "Annotations" / "480p" / sequence / f"{frame.stem}.png"
         Image.open(mask).convert("L").resize(size, Image.Resampling.NEAREST).save(folder / "masks" / f"{name}.png")
-
-
-def best_of(repeats: int, run) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

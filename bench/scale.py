@@ -68,6 +68,11 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+def best_of(repeats: int, fn) -> float:
+    """The shortest of `repeats` timed calls of `fn`, in seconds."""
+    return min(timed(fn) for _ in range(repeats))
+
+
 def drain(batches) -> None:
     for _ in batches:
         pass

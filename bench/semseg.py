@@ -198,7 +198,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         return child(args)
-    print(machine_line(), f"; load average {os.getloadavg()[0]:.1f} (other processes share the CPUs)")
+    print(f"{machine_line()}; load average {os.getloadavg()[0]:.1f} (other processes share the CPUs)")
     if not args.skip_time:
         timing(args)
     if not args.skip_memory:
