@@ -347,3 +347,24 @@ def test_published_numbers_of_other_protocols_stand_in_a_table_of_their_own_as_t
     assert "| 0.403 |" in to_markdown(table)
     assert not bold_cells(table)
     assert protocol_table([{"architecture": "xcit-s12-16"}]) == []
+
+
+def test_an_attention_record_older_than_the_absent_field_dashes_its_descriptive_measures_only():
+    """A record written before `absent` said its network lacked the attention spread in `attention_absent` (a
+    reason alone): the spread and entropy columns show the dash, a score column stays empty, and the caption's note
+    gives the reason once with the checkpoint."""
+    from evaluate.outputs.rows import ABSENT, missing_cell
+    from evaluate.outputs.table_model import Cell
+    from evaluate.outputs.tables import _absent_note
+
+    old = {"checkpoint": "xcit", "dataset": "val", "attention_absent": "attends across channels"}
+    new = {"checkpoint": "selfpatch", "dataset": "val",
+           "absent": {"reason": "no class token", "measures": ["cls_attention_jaccard"]}}
+    records = [old, new]
+    assert missing_cell(records, "xcit", "val", "attention:attention_spread") == ABSENT
+    assert missing_cell(records, "xcit", "val", "attention:attention_entropy") == ABSENT
+    assert missing_cell(records, "xcit", "val", "decoder:jaccard") == Cell()
+    assert missing_cell(records, "selfpatch", "val", "cls-attention:cls_attention_jaccard") == ABSENT
+    assert missing_cell(records, "selfpatch", "val", "attention:attention_spread") == Cell()
+    assert _absent_note(records) == (f" {ABSENT.text}: attends across channels (xcit)."
+                                     f" {ABSENT.text}: no class token (selfpatch).")

@@ -92,16 +92,26 @@ def unit(recs: Sequence[dict]) -> str:
     return "sequences" if recs and all(r["kind"] == "video" for r in recs) else "images"
 
 
+def absent_of(record: dict) -> dict | None:
+    """What a record says its network lacks, {"reason": str, "measures": [names]} (its `absent`), or None. An
+    attention record older than that field says it in `attention_absent` (the reason alone): it lacks the
+    catalogue's descriptive measures."""
+    if record.get("absent"):
+        return record["absent"]
+    if record.get("attention_absent"):
+        return {"reason": record["attention_absent"], "measures": [m for m in catalogue.ORDER
+                                                                   if catalogue.describes(m)]}
+    return None
+
+
 def missing_cell(recs: Sequence[dict], checkpoint: str, dataset: str, col: str) -> Cell:
-    """The cell of a measure a checkpoint lacks: a dash where its record says the reading is absent (`absent`
-    names the measures it lacks; an attention record older than that field, `attention_absent`, lacks the
-    descriptive ones), else empty."""
+    """The cell of a measure a checkpoint lacks: a dash where its record says the reading is absent (`absent_of`),
+    else empty."""
     measure = col.split(":", 1)[-1]
     for r in recs:
         if r["checkpoint"] == checkpoint and r["dataset"] == dataset:
-            if measure in (r.get("absent") or {}).get("measures", ()):
-                return ABSENT
-            if r.get("attention_absent") and catalogue.describes(measure):
+            absent = absent_of(r)
+            if absent and measure in absent["measures"]:
                 return ABSENT
     return Cell()
 

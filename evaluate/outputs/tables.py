@@ -31,6 +31,7 @@ from evaluate.outputs import views
 from evaluate.outputs.rows import (
     ABSENT,
     INTERVAL_TEXT,
+    absent_of,
     checkpoint_rows,
     describe_dataset,
     identity_columns,
@@ -109,9 +110,9 @@ def _absent_note(recs: Sequence[dict]) -> str:
     """What a dash means, per reason a record gives for a reading its network lacks, with the checkpoints."""
     reasons: dict[str, set[str]] = {}
     for r in recs:
-        reason = (r.get("absent") or {}).get("reason") or r.get("attention_absent")  # the latter: older records
-        if reason:
-            reasons.setdefault(reason, set()).add(r["checkpoint"])
+        absent = absent_of(r)
+        if absent:
+            reasons.setdefault(absent["reason"], set()).add(r["checkpoint"])
     return "".join(f" {ABSENT.text}: {reason} ({', '.join(sorted(c))})." for reason, c in sorted(reasons.items()))
 
 
