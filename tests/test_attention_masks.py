@@ -233,6 +233,15 @@ def voc_root(coco_mini, tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="module")
+def read_set(voc_root):
+    """(the VOC split, [(image id, patch, class-token attention (heads, gh, gw))]) of the seeded network, read once
+    for the tests that score it."""
+    model = seeded_network()
+    dataset = VocSegmentation(voc_root)
+    return dataset, [(i, 16, read_class_attention(model, dataset.open_image(i)).attention) for i in dataset.image_ids]
+
+
 def test_the_input_is_the_image_at_its_own_size_cropped_to_patch_multiples():
     from PIL import Image
 
@@ -263,10 +272,8 @@ def test_the_reading_is_dinos_last_selfattention_of_the_class_token(voc_root, re
         assert np.all(sums < 1 - 1e-4) and np.all(sums > 0)
 
 
-def test_the_scores_equal_design_15_written_out_pixel_by_pixel(voc_root):
-    model = seeded_network()
-    dataset = VocSegmentation(voc_root)
-    readings = [(i, 16, read_class_attention(model, dataset.open_image(i)).attention) for i in dataset.image_ids]
+def test_the_scores_equal_design_15_written_out_pixel_by_pixel(read_set):
+    dataset, readings = read_set
     measures, fields = score_set(dataset, readings, sealed=False, **BOOT)
     best, mean_heads, per_head = [], [], []
     for image_id, _, attention in readings:
@@ -291,10 +298,8 @@ def test_the_scores_equal_design_15_written_out_pixel_by_pixel(voc_root):
     assert fields["mass"] == 0.6 and fields["names"] == {str(i): dataset.name(i) for i in dataset.image_ids}
 
 
-def test_the_class_table_averages_each_objects_best_head(voc_root):
-    model = seeded_network()
-    dataset = VocSegmentation(voc_root)
-    readings = [(i, 16, read_class_attention(model, dataset.open_image(i)).attention) for i in dataset.image_ids]
+def test_the_class_table_averages_each_objects_best_head(read_set):
+    dataset, readings = read_set
     _, fields = score_set(dataset, readings, sealed=False, **BOOT)
     by_class: dict[int, list[float]] = {}
     for image in fields["images"].values():
@@ -306,10 +311,8 @@ def test_the_class_table_averages_each_objects_best_head(voc_root):
                                                      "objects": len(values)}
 
 
-def test_the_record_keeps_the_first_images_for_the_figures_and_a_sealed_set_no_truth(voc_root):
-    model = seeded_network()
-    dataset = VocSegmentation(voc_root)
-    readings = [(i, 16, read_class_attention(model, dataset.open_image(i)).attention) for i in dataset.image_ids]
+def test_the_record_keeps_the_first_images_for_the_figures_and_a_sealed_set_no_truth(read_set):
+    dataset, readings = read_set
     _, open_fields = score_set(dataset, readings, sealed=False, **BOOT)
     _, sealed_fields = score_set(dataset, readings, sealed=True, **BOOT)
     assert len(open_fields["figure_images"]) == FIGURE_IMAGES == len(sealed_fields["figure_images"])

@@ -6,14 +6,13 @@ apart; the saliency figure is drawn. One run for both, so the suite pays for one
 
 from __future__ import annotations
 
-import csv
 from collections import Counter
 
 import pytest
 import yaml
 from test_discovery import write_voc
 from test_saliency_reading import FRAMES, link_davis_frames
-from workspace import Workspace, planned_jobs
+from workspace import Workspace, openings_per_dataset, planned_jobs, stamps, untouched
 
 pytestmark = [pytest.mark.slow, pytest.mark.coco]
 
@@ -22,9 +21,8 @@ def test_adding_a_voc_set_and_a_saliency_set_runs_only_their_jobs_and_opens_only
         finished_template, coco_mini, tmp_path_factory):
     ws = Workspace(tmp_path_factory.mktemp("discovery"), template=finished_template)
     results = ws.work / "results"
-    with open(results / "ledger" / "openings.csv", newline="") as handle:
-        before = Counter(row["dataset"] for row in csv.DictReader(handle))
-    features = {str(p): p.stat().st_mtime_ns for p in (results / "features").rglob("*") if p.is_file()}
+    before = openings_per_dataset(ws, budget_rows=True)
+    features = stamps(results / "features")
     voc = ws.work / "VOC2007"
     write_voc(voc, coco_mini, ids=(139, 11813))
     config = yaml.safe_load((ws.work / "config.yaml").read_text())
@@ -49,10 +47,8 @@ def test_adding_a_voc_set_and_a_saliency_set_runs_only_their_jobs_and_opens_only
     assert counts == {"extract_native": n_checkpoints * shards, "discover_boxes": n_checkpoints * shards,
                       "score_discovery": 2 * n_checkpoints, "read_saliency": n_checkpoints * shards,
                       "score_saliency": n_checkpoints, "extract": 0, "score_decoder": 0, "score_probe": 0}
-    with open(results / "ledger" / "openings.csv", newline="") as handle:
-        after = Counter(row["dataset"] for row in csv.DictReader(handle))
-    assert after - before == Counter({"voc": 2 * n_checkpoints, "sal": n_checkpoints})
-    assert all(features[p] == __import__("os").stat(p).st_mtime_ns for p in features)
+    assert openings_per_dataset(ws, budget_rows=True) - before == Counter({"voc": 2 * n_checkpoints, "sal": n_checkpoints})
+    assert untouched(features, results / "features")
     table = (results / "tables" / "checkpoints_voc.md").read_text()
     assert "tokencut CorLoc (box)" in table and "lost CorLoc (box)" in table
     assert "TokenCut (published)" in table and "68.8" in table and "61.9" in table

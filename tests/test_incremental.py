@@ -16,25 +16,13 @@ import json
 import shutil
 import subprocess
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import yaml
 from sources import REPO
-from workspace import Workspace, checkpoint_entry, demo_set, planned_jobs
+from workspace import Workspace, checkpoint_entry, demo_set, openings_per_dataset, planned_jobs, stamps
 
 pytestmark = pytest.mark.slow
-
-
-def openings_per_dataset(ws: Workspace) -> Counter:
-    """Label openings (budget rows aside) per data set, from the openings ledger."""
-    with open(ws.work / "results" / "ledger" / "openings.csv", newline="") as handle:
-        return Counter(row["dataset"] for row in csv.DictReader(handle) if row["purpose"] != "budget")
-
-
-def stamps(folder: Path) -> dict[str, int]:
-    """Every file below `folder` -> its modification time in ns (a rewritten file gets a new one)."""
-    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 import yaml
 from voc_layout import write_voc_from_coco
-from workspace import Workspace, planned_jobs
+from workspace import Workspace, openings_per_dataset, planned_jobs, stamps, untouched
 
 pytestmark = [pytest.mark.slow, pytest.mark.coco]
 
@@ -23,9 +23,8 @@ def test_adding_a_segmentation_split_and_a_semseg_set_runs_only_their_jobs_and_o
         finished_template, coco_mini, tmp_path_factory):
     ws = Workspace(tmp_path_factory.mktemp("segmentation"), template=finished_template)
     results = ws.work / "results"
-    with open(results / "ledger" / "openings.csv", newline="") as handle:
-        before = Counter(row["dataset"] for row in csv.DictReader(handle))
-    features = {str(p): p.stat().st_mtime_ns for p in (results / "features").rglob("*") if p.is_file()}
+    before = openings_per_dataset(ws, budget_rows=True)
+    features = stamps(results / "features")
     write_voc_from_coco(coco_mini, ws.work / "VOC2012", n_images=2)
     config = yaml.safe_load((ws.work / "config.yaml").read_text())
     config["segmentation"] = {"voc": {"kind": "voc", "root": str(ws.work / "VOC2012"), "benchmark": "voc12-seg",
@@ -53,7 +52,7 @@ def test_adding_a_segmentation_split_and_a_semseg_set_runs_only_their_jobs_and_o
     after = Counter(row["dataset"] for row in rows)
     assert after - before == Counter({"voc": 2, "shapes": 1})  # a budget row and one opening; one opening
     assert [row["purpose"] for row in rows if row["dataset"] == "voc"] == ["budget", "eval"]
-    assert all(features[p] == __import__("os").stat(p).st_mtime_ns for p in features)
+    assert untouched(features, results / "features")
 
     masks = json.loads((results / "ledger/records/attention_masks/a/voc.json").read_text())
     assert (masks["reading"], masks["decoder"], masks["setting"], masks["form"]) == (

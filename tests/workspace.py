@@ -3,11 +3,13 @@ for real (the demo's data sets and checkpoints, a two-setting sweep), and the re
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -93,6 +95,24 @@ class Workspace:
         if check and proc.returncode != 0:
             raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{out[-6000:]}")
         return out
+
+
+def openings_per_dataset(ws: Workspace, *, budget_rows: bool = False) -> Counter:
+    """Rows of the workspace's openings ledger per data set: its label openings, and its budget rows with
+    `budget_rows`."""
+    with open(ws.work / "results" / "ledger" / "openings.csv", newline="") as handle:
+        return Counter(row["dataset"] for row in csv.DictReader(handle) if budget_rows or row["purpose"] != "budget")
+
+
+def stamps(folder: Path) -> dict[str, int]:
+    """Every file below `folder` -> its modification time in ns (a rewritten file gets a new one)."""
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def untouched(before: dict[str, int], folder: Path) -> bool:
+    """Whether every file of `before` (`stamps`) is still below `folder`, not rewritten (new files aside)."""
+    now = stamps(folder)
+    return all(now.get(name) == stamp for name, stamp in before.items())
 
 
 def planned_jobs(dry_run_output: str) -> dict[str, int]:
