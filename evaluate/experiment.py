@@ -65,18 +65,14 @@ def check_config_names(config: dict[str, Any], source: str = SOURCE) -> None:
     """Refuse unsafe checkpoint and data-set names, and keys that were replaced (`REPLACED_KEYS`, naming what
     replaced them), with a plain message naming the experiment file `source`, before schema validation words it."""
     with in_file(source):
-        _check_names(config)
-
-
-def _check_names(config: dict[str, Any]) -> None:
-    for (section, key), replacement in REPLACED_KEYS.items():
-        if isinstance(config.get(section), dict) and key in config[section]:
-            raise ConfigError(f"{section}.{key} was replaced by {replacement}")
-    for section in ("checkpoints", *SECTIONS):
-        entries = config.get(section)
-        if isinstance(entries, dict):
-            for name in entries:
-                check_name(name, f"{section}:")
+        for (section, key), replacement in REPLACED_KEYS.items():
+            if isinstance(config.get(section), dict) and key in config[section]:
+                raise ConfigError(f"{section}.{key} was replaced by {replacement}")
+        for section in ("checkpoints", *SECTIONS):
+            entries = config.get(section)
+            if isinstance(entries, dict):
+                for name in entries:
+                    check_name(name, f"{section}:")
 
 
 def dataset_table(config: dict[str, Any]) -> dict[str, DataSet]:
@@ -149,7 +145,7 @@ class Experiment:
             self._check()
 
     def _check(self) -> None:
-        _check_names(self.config)
+        check_config_names(self.config, self.source)
         self.checkpoints = checkpoint_table(self.config)
         from evaluate.networks.checkpoints import FORMATS
         from evaluate.networks.registry import ARCHITECTURES
@@ -168,7 +164,7 @@ class Experiment:
                 raise ConfigError(f"semseg.{name}.fit_on: {self.fit_set(name)!r} is not a semseg data set "
                                   f"(one of {', '.join(semseg)})")
         if self.section("videos"):
-            self._propagation()  # the video settings checked before any job
+            self.propagation  # noqa: B018 - the video settings checked before any job
         features = self.config.get("features", {})
         if features.get("precision") == "float16" and features.get("device") == "cpu":
             raise ConfigError("features.precision: float16 runs on CUDA only, and features.device is "
@@ -211,14 +207,10 @@ class Experiment:
         Category lists are read from the annotation files that exist now, or, for a demo data set not yet drawn,
         from the demo's own categories; reading a category list is not an opening of the labels.
         """
-        if not self.probe_train_dataset:
-            return
-        with in_file(self.source):
-            self._check_probe_categories()
-
-    def _check_probe_categories(self) -> None:
         from evaluate.probe.labels import unmatched_categories
 
+        if not self.probe_train_dataset:
+            return
         train = self._category_names(self.probe_train_dataset)
         if train is None:
             return
@@ -227,13 +219,14 @@ class Experiment:
             names = self._category_names(name)
             missing = unmatched_categories(classes, names) if names is not None else []
             if missing:
-                raise ConfigError(
-                    f"datasets.{name} ({self.datasets[name].fields['annotations']}) has category name(s) "
-                    f"{missing} that the probe-train data set {self.probe_train_dataset!r} lacks (it has: "
-                    f"{', '.join(sorted(set(classes)))}). The probe matches categories by name, so rename them to "
-                    f"the probe-train set's names, or set `probe: false` on datasets.{name} to score it by the "
-                    "decoder only"
-                )
+                with in_file(self.source):
+                    raise ConfigError(
+                        f"datasets.{name} ({self.datasets[name].fields['annotations']}) has category name(s) "
+                        f"{missing} that the probe-train data set {self.probe_train_dataset!r} lacks (it has: "
+                        f"{', '.join(sorted(set(classes)))}). The probe matches categories by name, so rename them "
+                        f"to the probe-train set's names, or set `probe: false` on datasets.{name} to score it by "
+                        "the decoder only"
+                    )
 
     def _category_names(self, dataset: str) -> dict[int, str] | None:
         """Category id -> name of a data set, or None where its annotation file does not exist yet."""
@@ -251,16 +244,13 @@ class Experiment:
     @cached_property
     def propagation(self):
         """The `video:` settings as `evaluate.video.settings.PropagationSettings` (its checks, one line each)."""
-        with in_file(self.source):
-            return self._propagation()
-
-    def _propagation(self):
         from evaluate.video.settings import PropagationSettings
 
-        try:
-            return PropagationSettings.of_config(self.config.get("video", {}))
-        except KeyError as exc:  # a setting missing: the config was not validated with the schema's defaults
-            raise ConfigError(f"video: no setting {exc} (validate the config with the schema)") from None
+        with in_file(self.source):
+            try:
+                return PropagationSettings.of_config(self.config.get("video", {}))
+            except KeyError as exc:  # a setting missing: the config was not validated with the schema's defaults
+                raise ConfigError(f"video: no setting {exc} (validate the config with the schema)") from None
 
     @property
     def box_decoders(self) -> list[str]:

@@ -62,6 +62,22 @@ def test_experiment_refuses_a_dataset_name_with_dotdot(shipped_config):
         Experiment(load_config(shipped_config))
 
 
+def test_a_config_error_names_the_experiment_file_once_though_its_checks_nest(shipped_config):
+    """The experiment's check runs the names check, each naming the file it reads: the message names it once."""
+    from evaluate.plumbing.config import in_file
+
+    config = load_config(shipped_config)
+    config["features"]["autocast"] = True
+    with pytest.raises(ConfigError) as refused:
+        Experiment(config, source="runs/exp.yaml")
+    assert str(refused.value).startswith("runs/exp.yaml: features.autocast was replaced by features.precision")
+    assert str(refused.value).count("exp.yaml") == 1
+    with pytest.raises(ConfigError) as nested:
+        with in_file("a.yaml"), in_file("b.yaml"):
+            raise ConfigError("features.threads: bad")
+    assert str(nested.value) == "b.yaml: features.threads: bad"
+
+
 def test_select_and_eval_on_the_same_data_set_is_refused(shipped_config):
     shipped_config["datasets"]["demo-val"]["roles"] = ["eval", "select"]
     del shipped_config["datasets"]["demo-select"]

@@ -40,11 +40,16 @@ ROLES = ("select", "eval", "probe-train")
 
 @contextlib.contextmanager
 def in_file(source: str) -> Iterator[None]:
-    """A ConfigError raised within, its message preceded by the experiment file's name `source` (one line)."""
+    """A ConfigError raised within, its message preceded by the experiment file's name `source` (one line); once
+    only, so checks that call each other may each name the file (the error keeps the name in `.source`)."""
     try:
         yield
     except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+        if getattr(exc, "source", None) is not None:
+            raise
+        named = ConfigError(f"{source}: {exc}")
+        named.source = source
+        raise named from None
 
 
 def experiment_file() -> str:
