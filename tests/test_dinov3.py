@@ -23,9 +23,10 @@ import torch.nn.functional as F
 from PIL import Image
 
 from evaluate.demo.checkpoints import demo_network, make_demo_checkpoint
+from evaluate.networks import ArchitectureError, hf_forms
 from evaluate.networks.checkpoints import CheckpointError, convert_checkpoint, detect_format, load_backbone
 from evaluate.networks.dinov3 import RotaryPositions, rotary_angles, rotate
-from evaluate.networks.registry import DINOV3, REGISTRY
+from evaluate.networks.registry import DINOV3, REGISTRY, full_form
 from evaluate.pixels.images import normalise
 
 # DESIGN 14's table: name -> (D, FFN, hidden, depth of the release, parameters of the module, of the backbone form)
@@ -599,6 +600,41 @@ def test_a_position_rule_does_not_apply_to_a_dinov3(tmp_path):
     path = write(hub_state("dinov3-s16", depth=1), tmp_path / "hub.pth")
     message = refusal(path, position_rule="antialias")
     assert "rotary positions and no position table" in message and "'antialias'" in message
+
+
+# what timm's and Hugging Face's DINOv3 have no place for, so a file in their names cannot be written: (holder in the
+# message, its writer of a hub state dict: timm's names of the state as it is, `DINOv3ViTModel`'s)
+HOLDERS = {"timm": ("timm's DINOv3", lambda hub: full_form(hub, "timm", "backbone")),
+           "hf": ("DINOv3ViTModel", lambda hub: hf_forms.to_hf(hub, "DINOv3ViTModel"))}
+
+
+def unholdable(hub: Mapping[str, torch.Tensor], holder: str) -> str:
+    """The ArchitectureError's message of writing `hub` in `holder`'s names."""
+    with pytest.raises(ArchitectureError) as info:
+        HOLDERS[holder][1](hub)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("holder", HOLDERS)
+def test_periods_other_than_the_formulas_cannot_be_written_in_timms_or_hugging_faces_names(holder):
+    hub = hub_state("dinov3-s16", depth=2, seed=8)
+    written = HOLDERS[holder][1](hub)  # the formula's periods: nothing to hold, none written
+    assert not any(key.endswith("periods") for key in written)
+    own = dict(hub, **{"rope_embed.periods": hand_periods() * 1.25})
+    assert unholdable(own, holder) == f"{HOLDERS[holder][0]} holds no periods: these differ from the formula's"
+
+
+@pytest.mark.parametrize("holder", HOLDERS)
+def test_a_key_bias_its_mask_does_not_cancel_cannot_be_written_in_timms_or_hugging_faces_names(holder):
+    hub = hub_state("dinov3-s16", depth=2, seed=9)  # every block's key third nonzero, cancelled by its mask
+    assert (hub["blocks.1.attn.qkv.bias"][384:768] != 0).all()
+    written = HOLDERS[holder][1](hub)
+    assert not any(key.endswith(("k_proj.bias", "bias_mask")) for key in written)
+    name = HOLDERS[holder][0]
+    unmasked = dict(hub, **{"blocks.1.attn.qkv.bias_mask": torch.ones(3 * 384)})  # block 1's mask keeps it
+    assert unholdable(unmasked, holder) == f"{name} holds no key bias: blocks.1.attn.qkv.bias has one"
+    no_masks = {key: value for key, value in hub.items() if not key.endswith("bias_mask")}  # the bias as stored
+    assert unholdable(no_masks, holder) == f"{name} holds no key bias: blocks.0.attn.qkv.bias has one"
 
 
 # ----------------------------------------------------------------------------------------------------- 6. the demo

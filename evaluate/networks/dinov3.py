@@ -42,7 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from evaluate.networks.vit import AttentionTap, Mlp, PatchEmbed, float32_island, key_projection, patch_grid
+from evaluate.networks.vit import (Attention, Mlp, PatchEmbed, TokenReadings, attention, float32_island,
+                                   init_linears_and_norms, patch_grid)
 from evaluate.pixels.geometry import HEAD_DIM, Geometry
 
 PATCH = 16
@@ -141,30 +142,19 @@ class RotaryPositions(nn.Module):
         return tables
 
 
-class RopeAttention(nn.Module):
-    """Multi-head self-attention with rotary positions: qkv D -> 3 D ([q | k | v], heads of 64), proj D -> D."""
-
-    def __init__(self, dim: int, num_heads: int):
-        super().__init__()
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
-        self.qkv = nn.Linear(dim, 3 * dim, bias=True)
-        self.proj = nn.Linear(dim, dim)
-        self.tap = None  # tap(q, k), set for one pass by `DinoV3ViT.tokens_tapped`
+class RopeAttention(Attention):
+    """`vit.Attention` with rotary positions: qkv D -> 3 D ([q | k | v], heads of 64), RoPE on q and k, proj D -> D;
+    its `keys` are `vit.Attention`'s (the key third of `qkv`, unrotated)."""
 
     def forward(self, x: Tensor, rope: tuple[Tensor, Tensor], prefix: int) -> Tensor:
         """x (B, N, C), rope (sin, cos) of the N - prefix patch rows -> (B, N, C)."""
         B, N, C = x.shape
         qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k = rotate(qkv[:2], *rope, prefix).unbind(0)  # q and k rotated together: (B, heads, N, d) each
-        out = F.scaled_dot_product_attention(q, k, qkv[2])
+        out = attention(q, k, qkv[2])
         if self.tap is not None:
             self.tap(q, k)
         return self.proj(out.transpose(1, 2).reshape(B, N, C))
-
-    def keys(self, x: Tensor) -> Tensor:
-        """The key third of `qkv` only, unrotated: x (B, N, C), already normalised by LN1 -> (B, N, C) float32."""
-        return key_projection(self.qkv, x)
 
 
 class LayerScale(nn.Module):
@@ -213,13 +203,14 @@ class RopeBlock(nn.Module):
         return self.attn.keys(self.norm1(x))
 
 
-class DinoV3ViT(nn.Module):
+class DinoV3ViT(TokenReadings, nn.Module):
     """A DINOv3 ViT of patch 16 in either form (docs/design.md §14).
 
     Backbone form: patch embedding, rotary positions, blocks: the forward sees the patches alone. Released form:
     `cls_token` (1, 1, D) and `storage_tokens` (1, R, D) in front of the patches, in that order, nothing added to
     them, and `norm` after the last block. Prefix rows are never rotated. `geometry` holds the checkpoint's storage
-    tokens as registers (whichever form runs); `form` is set by the loader; `ffn` is "mlp" or "swiglu".
+    tokens as registers (whichever form runs); `form` is set by the loader; `ffn` is "mlp" or "swiglu". `forward` and
+    `tokens_tapped` are the family's (`vit.TokenReadings`).
     """
 
     patch_attention = True  # its attention rows weigh patches: the attention-spread reading exists (§13)
@@ -252,18 +243,15 @@ class DinoV3ViT(nn.Module):
 
     def _init_weights(self) -> None:
         """Their initialisation: class and storage tokens normal (std 0.02); the patch convolution uniform in
-        +-1 / sqrt(3 * 16 * 16); linears truncated normal (std 0.02) with zero bias; LayerNorms 1 and 0; LayerScale
-        1e-5."""
+        +-1 / sqrt(3 * 16 * 16); in the blocks linears truncated normal (std 0.02) with zero bias and LayerNorms 1
+        and 0 (`vit.init_linears_and_norms`); LayerScale 1e-5."""
         for token in (self.cls_token, self.storage_tokens):
             if token is not None:
                 nn.init.normal_(token, std=0.02)
         bound = 1 / math.sqrt(3 * PATCH * PATCH)
         nn.init.uniform_(self.patch_embed.proj.weight, -bound, bound)
         nn.init.uniform_(self.patch_embed.proj.bias, -bound, bound)
-        for module in self.blocks.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.trunc_normal_(module.weight, std=0.02)
-                nn.init.zeros_(module.bias)
+        init_linears_and_norms(self.blocks)
 
     @property
     def periods_source(self) -> str:
@@ -288,22 +276,6 @@ class DinoV3ViT(nn.Module):
         if self.norm is not None:
             z = self.norm(z)
         return z[:, self.extra_tokens:] if self.extra_tokens else z
-
-    def forward(self, x: Tensor) -> Tensor:
-        """Same as `tokens`."""
-        return self.tokens(x)
-
-    def tokens_tapped(self, x: Tensor, tap: AttentionTap) -> Tensor:
-        """`tokens(x)`, bit for bit, while `tap(i, q, k)` sees block i's (0.., in order) queries and keys, each
-        (B, heads, rows, d), rotated as its attention used them (every row: prefix rows unrotated)."""
-        attentions = [block.attn for block in self.blocks]
-        try:
-            for i, attn in enumerate(attentions):
-                attn.tap = lambda q, k, i=i: tap(i, q, k)
-            return self.tokens(x)
-        finally:
-            for attn in attentions:
-                attn.tap = None
 
     def last_keys(self, x: Tensor) -> Tensor:
         """The last block's keys W_k LN1(z) + b_k before the rotation, patch rows only: (B, 3, H, W) float32 ->

@@ -29,7 +29,7 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from evaluate.networks import ArchitectureError, is_tensor
-from evaluate.networks.forms import HEAD_LAYOUTS, block_count, classifier_head
+from evaluate.networks.forms import HEAD_LAYOUTS, LAYERSCALE_TIMM, block_count, classifier_head, renamed
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made (the registry's own note says why)
     from torch import Tensor
@@ -50,7 +50,6 @@ STORAGE = "storage_tokens"
 TIMM_REGISTERS = "reg_token"
 MASK_TOKEN = "mask_token"
 UNUSED_NORMS = ("local_cls_norm.", "cls_norm.")  # touch the prefix rows only (or only in training): never read
-TIMM_LAYERSCALE = {"gamma_1": "ls1.gamma", "gamma_2": "ls2.gamma"}
 TIMM_SWIGLU = {"mlp.fc1_g.": "mlp.w1.", "mlp.fc1_x.": "mlp.w2.", "mlp.fc2.": "mlp.w3."}
 SAT_MEAN_STD = "mean (0.430, 0.411, 0.296), std (0.213, 0.156, 0.143)"  # the SAT-493M release's own, not used
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
@@ -131,13 +130,11 @@ def _from_timm(state: Mapping[str, Any]) -> dict[str, Any]:
 
     swiglu_blocks = {m.group(1) for key in state if key.endswith(".mlp.fc1_g.weight") and (m := _BLOCK.match(key))}
     out: dict[str, Any] = {}
-    for key, value in state.items():
+    # LayerScale: the family's two names (`forms.LAYERSCALE_TIMM`), here timm's `gamma_1/2` -> the hub's `ls1/2.gamma`
+    for key, value in renamed(state, LAYERSCALE_TIMM).items():
         if key == TIMM_REGISTERS:
             key = STORAGE
         elif (m := _BLOCK.match(key)) is not None:
-            for old, new in TIMM_LAYERSCALE.items():
-                if key.endswith("." + old):
-                    key = key[: -len(old)] + new
             if m.group(1) in swiglu_blocks:
                 for old, new in TIMM_SWIGLU.items():
                     key = key.replace(f".{old}", f".{new}", 1) if f".{old}" in key else key
@@ -214,16 +211,36 @@ def dinov3_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) 
     return _to_timm(out) if variant == "timm" else out
 
 
-def _to_timm(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """The hub's names as timm's: the inverse of `_from_timm`; refuses what timm cannot hold (periods other than
-    the formula's, a key bias the file's mask does not cancel)."""
+def refuse_own_periods(state: Mapping[str, Tensor], holder: str) -> None:
+    """Raise ArchitectureError when a DINOv3 state dict in the hub's names holds `rope_embed.periods` (16,) other than
+    the formula's (`dinov3.formula_periods`, compared in float32): `holder` (timm's DINOv3, Hugging Face's
+    "DINOv3ViTModel") has no place for periods, and reading its file back gives the formula's."""
     import torch
 
     from evaluate.networks import dinov3
 
     periods = state.get(PERIODS)
     if periods is not None and not torch.equal(periods.float(), dinov3.formula_periods()):
-        raise ArchitectureError("timm's DINOv3 holds no periods: these differ from the formula's")
+        raise ArchitectureError(f"{holder} holds no periods: these differ from the formula's")
+
+
+def refuse_key_bias(state: Mapping[str, Tensor], key: str, holder: str) -> None:
+    """Raise ArchitectureError when the qkv bias `key` (3 D,) of a DINOv3 state dict in the hub's names has a key
+    third [D, 2D) that its `bias_mask` (3 D,; none: 1) does not cancel: `holder` (timm's DINOv3, Hugging Face's
+    "DINOv3ViTModel") has no key bias."""
+    value = state[key]
+    dim = value.shape[0] // 3
+    mask = state.get(key + "_mask")
+    key_bias = value[dim : 2 * dim] * (mask[dim : 2 * dim] if mask is not None else 1)
+    if key_bias.abs().max() > 0:
+        raise ArchitectureError(f"{holder} holds no key bias: {key} has one")
+
+
+def _to_timm(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """The hub's names as timm's: the inverse of `_from_timm`; refuses what timm cannot hold (periods other than
+    the formula's, `refuse_own_periods`; a key bias the file's mask does not cancel, `refuse_key_bias`)."""
+    holder = "timm's DINOv3"
+    refuse_own_periods(state, holder)
     out: dict[str, Tensor] = {}
     for key, value in state.items():
         if key in (PERIODS, MASK_TOKEN) or key.endswith(".attn.qkv.bias_mask"):
@@ -231,20 +248,16 @@ def _to_timm(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
         if key == STORAGE:
             out[TIMM_REGISTERS] = value
         elif key.endswith(".attn.qkv.bias"):
+            refuse_key_bias(state, key, holder)
             dim = value.shape[0] // 3
-            mask = state.get(key + "_mask")
-            key_bias = value[dim : 2 * dim] * (mask[dim : 2 * dim] if mask is not None else 1)
-            if key_bias.abs().max() > 0:
-                raise ArchitectureError(f"timm's DINOv3 holds no key bias: {key} has one")
             stem = key[: -len("qkv.bias")]
             out[stem + "q_bias"], out[stem + "v_bias"] = value[:dim].clone(), value[2 * dim :].clone()
         else:
-            for new, old in TIMM_LAYERSCALE.items():
-                key = key[: -len(old)] + new if key.endswith("." + old) else key
             for new, old in TIMM_SWIGLU.items():
                 key = key.replace(f".{old}", f".{new}", 1) if f".{old}" in key else key
             out[key] = value
-    return out
+    # LayerScale: the hub's `ls1/2.gamma` -> timm's `gamma_1/2`
+    return renamed(out, {hub: timm for timm, hub in LAYERSCALE_TIMM.items()})
 
 
 # ----------------------------------------------------------------------------------------------------- meta.json

@@ -57,7 +57,7 @@ def _is_class_row_table(rows: int) -> bool:
     return rows > 1 and grid * grid == rows - 1 and round(rows**0.5) ** 2 != rows
 
 
-def _renamed(state: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+def renamed(state: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
     """`blocks.*` keys ending in `.<old>` renamed to end in `.<new>` for each old -> new of `names`."""
     out = {}
     for key, value in state.items():
@@ -155,13 +155,13 @@ def recognise_layerscale(state: Mapping[str, Any]) -> str | None:
 def layerscale_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str, Any], list[str]]:
     """LayerScale: timm's `blocks.{i}.ls1.gamma` / `ls2.gamma` renamed to `gamma_1` / `gamma_2`, then as plain."""
     if variant == "ls1.gamma":
-        state = _renamed(state, {timm: ours for ours, timm in LAYERSCALE_TIMM.items()})
+        state = renamed(state, {timm: ours for ours, timm in LAYERSCALE_TIMM.items()})
     return _vit_released(state)
 
 
 def layerscale_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str) -> dict[str, Tensor]:
     out = _vit_full_form(backbone, layout)
-    return _renamed(out, LAYERSCALE_TIMM) if variant == "ls1.gamma" else out
+    return renamed(out, LAYERSCALE_TIMM) if variant == "ls1.gamma" else out
 
 
 def recognise_augvit(state: Mapping[str, Any]) -> str | None:
@@ -326,7 +326,7 @@ def dinov2_to_released(state: Mapping[str, Any], variant: str) -> tuple[dict[str
     """DINOv2: chunked blocks un-chunked (a flat file may hold them too), `ls1.gamma` / `ls2.gamma` renamed to ours, timm's `reg_token` to
     `register_tokens`, `mask_token` out; then as plain (a table without class row gets a zero one: timm's register
     models fold it into `cls_token`)."""
-    state = _renamed(unchunked(state), {timm: ours for ours, timm in LAYERSCALE_TIMM.items()})
+    state = renamed(unchunked(state), {timm: ours for ours, timm in LAYERSCALE_TIMM.items()})
     if DINOV2_TIMM_REGISTERS in state:
         state = {("register_tokens" if key == DINOV2_TIMM_REGISTERS else key): value for key, value in state.items()}
     return _vit_released(state)
@@ -336,7 +336,7 @@ def dinov2_full_form(backbone: Mapping[str, Tensor], variant: str, layout: str, 
     """DINOv2 as its files hold it (layouts "dino": the hub's; "backbone": nothing added): class token, class row,
     final norm, `registers` register tokens and `mask_token` (seeded, 1), LayerScale as `ls1.gamma`; variant "timm":
     `reg_token`, no `mask_token`, and with registers the class row folded into `cls_token` (a g^2-row table)."""
-    out = _renamed(_vit_full_form(backbone, layout), LAYERSCALE_TIMM)
+    out = renamed(_vit_full_form(backbone, layout), LAYERSCALE_TIMM)
     if layout == "backbone":
         return out
     if "register_tokens" in out:  # a backbone built with its registers: they go after the class token

@@ -38,6 +38,7 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from evaluate.networks import ArchitectureError, describe_keys, is_tensor
+from evaluate.networks.dinov3_forms import PERIODS, STORAGE, refuse_key_bias, refuse_own_periods
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made (the registry's own note says why)
     from torch import Tensor
@@ -254,7 +255,7 @@ def meta(state: Mapping[str, Any], dropped: list[str]) -> dict[str, Any]:
 def base_class_for(authors: Mapping[str, Any]) -> str:
     """The transformers base class that holds a network given in the authors' names: "DINOv3ViTModel" (storage
     tokens), "Dinov2WithRegistersModel" / "Dinov2Model" (LayerScale `ls1.gamma`), "ViTModel" (neither)."""
-    if "storage_tokens" in authors or "rope_embed.periods" in authors:
+    if STORAGE in authors or PERIODS in authors:
         return "DINOv3ViTModel"
     if any(str(key).endswith(".ls1.gamma") for key in authors):
         return "Dinov2WithRegistersModel" if "register_tokens" in authors else "Dinov2Model"
@@ -276,9 +277,7 @@ def to_hf(authors: Mapping[str, Tensor], hf_class: str) -> dict[str, Tensor]:
 
     Refuses (ArchitectureError) any key the class has no name for (a ViT with augmented shortcuts, XCiT, a
     LayerScale ViT as "ViTModel"), and for DINOv3 a key bias its `bias_mask` does not cancel or periods other than
-    the formula's (transformers holds neither)."""
-    import torch
-
+    the formula's (transformers holds neither: `dinov3_forms.refuse_own_periods`, `refuse_key_bias`)."""
     if hf_class not in BASE_CLASSES:
         raise ArchitectureError(f"unknown Hugging Face base class {hf_class!r}; known: {', '.join(BASE_CLASSES)}")
     dinov3 = hf_class == "DINOv3ViTModel"
@@ -287,11 +286,8 @@ def to_hf(authors: Mapping[str, Tensor], hf_class: str) -> dict[str, Tensor]:
     parts = {"q": "q", "k": "k", "v": "v"} if dinov3 else {"q": "query", "k": "key", "v": "value"}
     state = dict(authors)
     if dinov3:
-        from evaluate.networks import dinov3 as network
-
-        periods = state.pop("rope_embed.periods", None)
-        if periods is not None and not torch.equal(periods.float(), network.formula_periods()):
-            raise ArchitectureError("DINOv3ViTModel holds no periods: these differ from the formula's")
+        refuse_own_periods(state, hf_class)
+        state.pop(PERIODS, None)
         mask = state.get("mask_token")
         if mask is not None:
             state["mask_token"] = mask.reshape(1, 1, mask.shape[-1])
@@ -302,14 +298,10 @@ def to_hf(authors: Mapping[str, Tensor], hf_class: str) -> dict[str, Tensor]:
             layer, kind = match.groups()
             dim = value.shape[0] // 3
             for n, part in enumerate("qkv"):
-                piece = value[n * dim : (n + 1) * dim].clone()
-                if dinov3 and part == "k" and kind == "bias":
-                    bias_mask = state.get(key + "_mask")
-                    masked = piece * (bias_mask[dim : 2 * dim] if bias_mask is not None else 1)
-                    if masked.abs().max() > 0:
-                        raise ArchitectureError(f"DINOv3ViTModel holds no key bias: {key} has one")
+                if dinov3 and part == "k" and kind == "bias":  # none in transformers' names
+                    refuse_key_bias(state, key, hf_class)
                     continue
-                out[qkv_prefix.format(layer, parts[part]) + kind] = piece
+                out[qkv_prefix.format(layer, parts[part]) + kind] = value[n * dim : (n + 1) * dim].clone()
             continue
         if dinov3 and key.endswith(".attn.qkv.bias_mask"):
             continue

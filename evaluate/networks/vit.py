@@ -379,7 +379,29 @@ class AugBlock(Block):
         return x
 
 
-class VisionTransformer(nn.Module):
+class TokenReadings:
+    """`forward` and `tokens_tapped` of a network whose `tokens(x)` runs `blocks`, each block's `attn` calling its
+    `tap(q, k)` when one is set (`VisionTransformer`, `evaluate.networks.dinov3.DinoV3ViT`)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Same as `tokens`."""
+        return self.tokens(x)
+
+    def tokens_tapped(self, x: Tensor, tap: AttentionTap) -> Tensor:
+        """`tokens(x)`, bit for bit, while `tap(i, q, k)` sees block i's (0.., in order) queries and keys, each
+        (B, heads, rows, d) as its attention used them (every row: class token and registers too; DINOv3's rotated,
+        its prefix rows unrotated), once the attention's output is computed."""
+        attentions = [block.attn for block in self.blocks]
+        try:
+            for i, attn in enumerate(attentions):
+                attn.tap = lambda q, k, i=i: tap(i, q, k)
+            return self.tokens(x)
+        finally:
+            for attn in attentions:
+                attn.tap = None
+
+
+class VisionTransformer(TokenReadings, nn.Module):
     """A ViT of the DINO family in either form (docs/design.md §1, §11): patch_embed, pos_embed, blocks, and in the
     `released` form what the authors' network has beside them: class token, registers, final norm.
 
@@ -493,23 +515,6 @@ class VisionTransformer(nn.Module):
         if self.norm is not None:
             z = self.norm(z)
         return z[:, self.extra_tokens:] if self.extra_tokens else z
-
-    def forward(self, x: Tensor) -> Tensor:
-        """Same as `tokens`."""
-        return self.tokens(x)
-
-    def tokens_tapped(self, x: Tensor, tap: AttentionTap) -> Tensor:
-        """`tokens(x)`, bit for bit, while `tap(i, q, k)` sees block i's (0.., in order) queries and keys, each
-        (B, heads, rows, d) as its attention used them (every row: class token and registers too), once the
-        attention's output is computed."""
-        attentions = [block.attn for block in self.blocks]
-        try:
-            for i, attn in enumerate(attentions):
-                attn.tap = lambda q, k, i=i: tap(i, q, k)
-            return self.tokens(x)
-        finally:
-            for attn in attentions:
-                attn.tap = None
 
     def last_keys(self, x: Tensor) -> Tensor:
         """The last block's keys W_k LN1(z) + b_k, patch rows only: (B, 3, H, W) float32 -> (B, H/p * W/p, D)
